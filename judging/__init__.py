@@ -1,0 +1,1 @@
+"""The asynchronous LLM judging layer of rcp-jax (no JAX imported here)."""

@@ -1,0 +1,75 @@
+"""The ``rcp-jax`` command line.
+
+Each verb lives in its own module under :mod:`rcp_jax.commands` exposing ``NAME``, ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int``; this module only wires them together, sets the
+process-level JAX options (host device count) and maps domain errors to exit codes:
+0 success, 1 runtime failure, 2 bad input / usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from rcp_jax import __version__
+
+VERBS = ("demo", "pool", "judge", "fit", "evaluate", "compare", "diagnose")
+
+
+def _load_commands() -> list:
+    mods = []
+    for verb in VERBS:
+        try:
+            mods.append(importlib.import_module(f"rcp_jax.commands.{verb}"))
+        except ModuleNotFoundError as err:
+            if err.name != f"rcp_jax.commands.{verb}":
+                raise
+    return mods
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rcp-jax",
+        description="Calibrated LLM relevance gains (RCP) and RCP-nDCG with Bayesian uncertainty.",
+    )
+    parser.add_argument("--version", action="version", version=f"rcp-jax {__version__}")
+    parser.add_argument(
+        "--host-devices", type=int, default=None,
+        help="number of CPU devices XLA exposes (for sharding / parallel chains); set before JAX starts",
+    )
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for mod in _load_commands():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        p.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``rcp-jax`` console script; returns the process exit code."""
+    from rcp_jax.errors import RcpError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.host_devices:
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={args.host_devices}".strip()
+    if not getattr(args, "verb", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except RcpError as err:
+        print(f"rcp-jax {args.verb}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"rcp-jax {args.verb}: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

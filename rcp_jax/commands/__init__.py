@@ -1,0 +1,1 @@
+"""One module per ``rcp-jax`` verb (see :mod:`rcp_jax.cli`)."""

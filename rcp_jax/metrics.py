@@ -1,0 +1,288 @@
+"""Gains and float-gain nDCG with defined tie rules and named scoring protocols (METHOD section 4).
+
+Everything here is plain NumPy in float64: the metric core must reproduce published per-query values
+to 1e-10, which float32 JAX cannot. The vectorised kernel :func:`ndcg_flat` scores many
+(system, query) groups in one pass; :func:`score_query` and :func:`evaluate` are thin front ends.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from rcp_jax.errors import DataError
+
+TIE_RULES = ("group_mean", "doc_id_desc", "input_order")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A named bundle of scoring rules, recorded with every number it produces.
+
+    Attributes:
+        name: protocol name.
+        ties: how tied system scores are ordered: ``group_mean`` (expected nDCG over tie orders),
+            ``doc_id_desc`` (trec_eval: higher doc id string first) or ``input_order``.
+        pool_only: rank only documents of the judged pool (others are dropped from the ranking); when
+            False every scored document is ranked and documents outside the pool have gain 0.
+        qrel_decimals: round qrel-nDCG to this many decimals (None: no rounding).
+    """
+
+    name: str
+    ties: str
+    pool_only: bool
+    qrel_decimals: int | None = None
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    "plain": Protocol("plain", "group_mean", pool_only=False),
+    "nanobeir": Protocol("nanobeir", "doc_id_desc", pool_only=True, qrel_decimals=5),
+    "bright": Protocol("bright", "doc_id_desc", pool_only=False, qrel_decimals=5),
+    "trecdl": Protocol("trecdl", "input_order", pool_only=True),
+    "vidore": Protocol("vidore", "group_mean", pool_only=True),
+    "mteb": Protocol("mteb", "group_mean", pool_only=True),
+}
+
+
+def get_protocol(protocol: str | Protocol) -> Protocol:
+    """Return the :class:`Protocol` named ``protocol`` (or ``protocol`` itself)."""
+    if isinstance(protocol, Protocol):
+        return protocol
+    try:
+        return PROTOCOLS[protocol]
+    except KeyError:
+        raise DataError(
+            f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}"
+        ) from None
+
+
+def gain(theta, gamma, beta) -> np.ndarray:
+    """RCP gain of calibrated abilities: ``g(t) = sum_c gamma_c sigmoid(gamma_c (t - beta_c)) / sum_c gamma_c``.
+
+    Args:
+        theta: calibrated abilities, any shape ``S``.
+        gamma: criterion discriminations, float[C], positive.
+        beta: criterion difficulties, float[C].
+
+    Returns:
+        float64 array of shape ``S`` with values in (0, 1).
+
+    Example:
+        >>> round(float(gain(0.0, [1.0, 1.0], [-1.0, 1.0])), 6)
+        0.5
+    """
+    theta = np.asarray(theta, dtype=np.float64)
+    gamma = np.asarray(gamma, dtype=np.float64)
+    beta = np.asarray(beta, dtype=np.float64)
+    if gamma.ndim != 1 or gamma.shape != beta.shape:
+        raise DataError(f"gamma and beta must be 1-D of equal length, got {gamma.shape} and {beta.shape}")
+    if np.any(gamma <= 0):
+        raise DataError(f"gamma must be positive, got {gamma.tolist()}")
+    z = gamma * (theta[..., None] - beta)
+    return (gamma * _sigmoid(z)).sum(-1) / gamma.sum()
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    out = np.empty_like(z)
+    pos = z >= 0
+    out[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
+    ez = np.exp(z[~pos])
+    out[~pos] = ez / (1.0 + ez)
+    return out
+
+
+def discounts(k: int) -> np.ndarray:
+    """Position discounts ``1 / log2(r + 1)`` for ranks r = 1..k, float64[k]."""
+    return 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
+
+
+def ndcg_flat(
+    group: np.ndarray,
+    score: np.ndarray,
+    gain_: np.ndarray,
+    tie_key: np.ndarray,
+    ideal_group: np.ndarray,
+    ideal_gain: np.ndarray,
+    n_groups: int,
+    *,
+    k: int,
+    ties: str,
+    ideal_of_group: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """nDCG@k of many ranked lists at once.
+
+    Args:
+        group: int[R], the list (e.g. system x query) each ranked row belongs to, in ``[0, n_groups)``.
+        score: float[R], system score (higher ranks first).
+        gain_: float[R], gain of the row's document.
+        tie_key: int[R], order among equal scores for ``doc_id_desc`` / ``input_order`` (ascending).
+        ideal_group: int[I], the ideal list each ideal gain belongs to.
+        ideal_gain: float[I], gains forming the ideal lists (any order).
+        n_groups: number of ranked lists.
+        k: cut-off.
+        ties: one of ``group_mean``, ``doc_id_desc``, ``input_order``.
+        ideal_of_group: int[n_groups], which ideal list each ranked list uses (default: the same index).
+
+    Returns:
+        (ndcg float64[n_groups], idcg float64[n_ideal]); nDCG is 0 where IDCG is 0.
+    """
+    if ties not in TIE_RULES:
+        raise DataError(f"unknown tie rule {ties!r}; choose one of {', '.join(TIE_RULES)}")
+    if k < 1:
+        raise DataError(f"k must be >= 1, got {k}")
+    group = np.asarray(group, dtype=np.int64)
+    score = np.asarray(score, dtype=np.float64)
+    gain_ = np.asarray(gain_, dtype=np.float64)
+    tie_key = np.asarray(tie_key, dtype=np.int64)
+    disc = discounts(k)
+
+    order = np.lexsort((tie_key, -score, group))
+    g_sorted = group[order]
+    s_sorted = score[order]
+    gain_sorted = gain_[order]
+    n = len(order)
+    starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]]) if n else np.zeros(0, np.int64)
+    run_len = np.diff(np.r_[starts, n])
+    rank = np.arange(n) - np.repeat(starts, run_len)
+    if ties == "group_mean" and n:
+        new_tie = np.r_[True, (g_sorted[1:] != g_sorted[:-1]) | (s_sorted[1:] != s_sorted[:-1])]
+        tie_id = np.cumsum(new_tie) - 1
+        tie_sum = np.bincount(tie_id, weights=gain_sorted)
+        tie_cnt = np.bincount(tie_id)
+        gain_sorted = (tie_sum / tie_cnt)[tie_id]
+    row_disc = np.where(rank < k, disc[np.minimum(rank, k - 1)], 0.0)
+    dcg = np.bincount(g_sorted, weights=gain_sorted * row_disc, minlength=n_groups)
+
+    ideal_group = np.asarray(ideal_group, dtype=np.int64)
+    ideal_gain = np.asarray(ideal_gain, dtype=np.float64)
+    n_ideal = int(ideal_group.max()) + 1 if ideal_group.size else 0
+    if ideal_of_group is None:
+        n_ideal = max(n_ideal, n_groups)
+    else:
+        ideal_of_group = np.asarray(ideal_of_group, dtype=np.int64)
+        n_ideal = max(n_ideal, int(ideal_of_group.max()) + 1 if ideal_of_group.size else 0)
+    iorder = np.lexsort((-ideal_gain, ideal_group))
+    ig = ideal_group[iorder]
+    igain = ideal_gain[iorder]
+    m = len(iorder)
+    istarts = np.flatnonzero(np.r_[True, ig[1:] != ig[:-1]]) if m else np.zeros(0, np.int64)
+    irank = np.arange(m) - np.repeat(istarts, np.diff(np.r_[istarts, m]))
+    idisc = np.where(irank < k, disc[np.minimum(irank, k - 1)], 0.0)
+    idcg = np.bincount(ig, weights=igain * idisc, minlength=n_ideal)
+    idcg_of_group = idcg[ideal_of_group] if ideal_of_group is not None else idcg[:n_groups]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ndcg = np.where(idcg_of_group > 0, dcg / np.where(idcg_of_group > 0, idcg_of_group, 1.0), 0.0)
+    return ndcg, idcg
+
+
+@dataclass(frozen=True)
+class QueryScore:
+    """Per-query scores of one system under one protocol.
+
+    Attributes:
+        rcp_ndcg: nDCG@k with the given (float) gains; ideal = the pool's gains sorted.
+        qrel_ndcg: nDCG@k with qrel grades; NaN when qrels were not given or have no positive.
+        k: cut-off.
+        protocol: the :class:`Protocol` applied.
+    """
+
+    rcp_ndcg: float
+    qrel_ndcg: float
+    k: int
+    protocol: Protocol
+
+
+def _check_scores(scores: Mapping[str, float], what: str) -> None:
+    for doc_id, value in scores.items():
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise DataError(f"{what} of document {doc_id!r} is not a number: {value!r}") from None
+        if not math.isfinite(v):
+            raise DataError(f"{what} of document {doc_id!r} is {v}; give finite numbers (drop or fix the row)")
+
+
+def _tie_keys(doc_ids: Sequence[str], ties: str, order_hint: Sequence[str] | None) -> np.ndarray:
+    if ties == "doc_id_desc":
+        ranks = {d: i for i, d in enumerate(sorted(doc_ids, reverse=True))}
+        return np.array([ranks[d] for d in doc_ids], dtype=np.int64)
+    if ties == "input_order" and order_hint is not None:
+        pos = {d: i for i, d in enumerate(order_hint)}
+        base = len(pos)
+        return np.array([pos.get(d, base + i) for i, d in enumerate(doc_ids)], dtype=np.int64)
+    return np.arange(len(doc_ids), dtype=np.int64)
+
+
+def score_query(
+    scores: Mapping[str, float],
+    gains: Mapping[str, float],
+    *,
+    k: int = 10,
+    protocol: str | Protocol = "plain",
+    qrels: Mapping[str, float] | None = None,
+    pool: Sequence[str] | None = None,
+    excluded: Iterable[str] = (),
+    exponential_qrels: bool = False,
+) -> QueryScore:
+    """Score one system on one query with RCP gains (and qrels if given).
+
+    Args:
+        scores: doc_id -> system score (higher is better); finite numbers.
+        gains: doc_id -> calibrated gain of every document of the judged pool; the RCP ideal list is all
+            of them sorted (minus ``excluded``). A ranked document without a gain has gain 0.
+        k: cut-off of nDCG@k.
+        protocol: ``plain``, ``nanobeir``, ``bright``, ``trecdl``, ``vidore`` or ``mteb`` (see
+            :data:`PROTOCOLS`).
+        qrels: doc_id -> graded label. The qrel ideal is over every positive qrel of the query,
+            including positives the system did not rank (trec_eval convention).
+        pool: the judged candidates in pool order. Protocols with ``pool_only`` rank only these
+            (default: the documents that have gains); ``input_order`` ties follow this order.
+        excluded: ids removed from the ranking and from every ideal (e.g. the query's own document).
+        exponential_qrels: use ``2**grade - 1`` instead of the grade as qrel gain.
+
+    Returns:
+        :class:`QueryScore` with ``rcp_ndcg`` and ``qrel_ndcg`` (NaN without a positive qrel).
+
+    Example:
+        >>> s = score_query({"a": 2.0, "b": 1.0}, {"a": 0.2, "b": 0.9}, k=2)
+        >>> round(s.rcp_ndcg, 4)
+        0.7023
+    """
+    proto = get_protocol(protocol)
+    _check_scores(scores, "score")
+    _check_scores(gains, "gain")
+    excluded = set(excluded)
+    if pool is not None and len(set(pool)) != len(pool):
+        dup = next(d for d in pool if list(pool).count(d) > 1)
+        raise DataError(f"document {dup!r} appears twice in the pool; list each pool document once")
+    allowed = set(pool) if pool is not None else set(gains)
+    ranked = [d for d in scores if d not in excluded and (not proto.pool_only or d in allowed)]
+    ranked_scores = np.array([float(scores[d]) for d in ranked], dtype=np.float64)
+    tie_key = _tie_keys(ranked, proto.ties, pool if pool is not None else list(scores))
+    group = np.zeros(len(ranked), dtype=np.int64)
+
+    def _one(gain_of: Mapping[str, float], ideal: list[float]) -> float:
+        g = np.array([float(gain_of.get(d, 0.0)) for d in ranked], dtype=np.float64)
+        ndcg, _ = ndcg_flat(
+            group, ranked_scores, g, tie_key, np.zeros(len(ideal), np.int64), np.array(ideal, np.float64), 1,
+            k=k, ties=proto.ties,
+        )
+        return float(ndcg[0])
+
+    ideal_pool = [float(v) for d, v in gains.items() if d not in excluded]
+    rcp = _one(gains, ideal_pool)
+    qrel_value = math.nan
+    if qrels is not None:
+        _check_scores(qrels, "qrel grade")
+        grade = {d: (2.0 ** float(v) - 1.0 if exponential_qrels else float(v)) for d, v in qrels.items()}
+        positives = [v for d, v in grade.items() if d not in excluded and v > 0]
+        if positives:
+            qrel_value = _one(grade, positives)
+            if proto.qrel_decimals is not None:
+                qrel_value = round(qrel_value, proto.qrel_decimals)
+    return QueryScore(rcp_ndcg=rcp, qrel_ndcg=qrel_value, k=k, protocol=proto)
