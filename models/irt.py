@@ -1,0 +1,404 @@
+"""Item response models of Stage B rubric answers (METHOD sections 2-3).
+
+Three fits, all on answers collapsed to binomial cells ``(passes, trials)``:
+
+* :func:`fit_2pl_calibration` - the RCP calibration. For document i of query j and criterion c::
+
+      P(Y = 1) = sigmoid(gamma_c * (tau_j * theta_i^BT + alpha_j - beta_c))
+
+  with BT scores frozen, ``gamma = C softmax(u)``, ``beta = v - mean(v)``, ``tau = softplus(t)`` and the
+  MAP objective of the reference implementation::
+
+      mean BCE over answers + (1/(N C)) sum_j [(tau_j - 1)^2 / 2 + alpha_j^2 / (2 * 2^2)]
+                            + ridge/2 (||u||^2 + ||v||^2)
+
+  (N C = number of individual yes/no answers). Solved by Levenberg-Marquardt Newton with the arrow-
+  shaped Hessian eliminated through a Schur complement: exact second-order steps whose cost is linear
+  in the number of queries.
+* :func:`fit_rasch` - per-query Rasch model ``sigmoid(theta_i - beta_c)`` (beta centred, ridge), used to
+  stratify Stage B windows.
+* :func:`fit_rubric_only` - a 2PL without a tournament: marginal maximum likelihood with ability
+  ~ N(0, 1) integrated on a fixed grid, EAP abilities, parameters reported with sum(gamma) = C and
+  mean(beta) = 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from models._newton import lm_newton
+
+DEFAULT_RIDGE = 1e-4
+TAU_PRIOR_SD = 1.0
+ALPHA_PRIOR_SD = 2.0
+_SOFTPLUS_INV_ONE = float(np.log(np.expm1(1.0)))
+
+
+def _binomial_nll(logit: jax.Array, passes: jax.Array, trials: jax.Array) -> jax.Array:
+    """Negative log-likelihood of ``passes`` out of ``trials`` (no binomial coefficient)."""
+    return -(passes * jax.nn.log_sigmoid(logit) + (trials - passes) * jax.nn.log_sigmoid(-logit))
+
+
+def item_parameters(u: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``gamma = C softmax(u)`` (sums to C) and ``beta = v - mean(v)``, each float[C]."""
+    c = u.shape[-1]
+    return c * jax.nn.softmax(u, axis=-1), v - v.mean(axis=-1, keepdims=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# 2PL calibration with frozen BT scores
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CalibrationCells:
+    """Rubric answers of many queries as padded binomial cells.
+
+    Attributes:
+        theta: float[Q, M] frozen BT score of the cell's document.
+        criterion: int[Q, M] criterion index in ``[0, C)``.
+        passes: float[Q, M] number of "yes" answers.
+        trials: float[Q, M] number of answers (0 marks padding).
+        n_criteria: C.
+    """
+
+    theta: np.ndarray
+    criterion: np.ndarray
+    passes: np.ndarray
+    trials: np.ndarray
+    n_criteria: int
+
+
+@dataclass(frozen=True)
+class CalibrationFit:
+    """MAP of the 2PL calibration.
+
+    Attributes:
+        gamma, beta: float64[C] item discriminations (sum C) and difficulties (mean 0).
+        tau, alpha: float64[Q] per-query scale (> 0) and offset.
+        u, v, t: float64 raw parameters (for warm starts / Bayesian initialisation).
+        objective: final MAP objective (the mean-scaled one above).
+        iterations: Newton iterations; converged: whether the step tolerance was met.
+    """
+
+    gamma: np.ndarray
+    beta: np.ndarray
+    tau: np.ndarray
+    alpha: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    t: np.ndarray
+    objective: float
+    iterations: int
+    converged: bool
+
+
+def calibration_objective(u, v, t, alpha, theta, criterion, passes, trials, ridge=DEFAULT_RIDGE):
+    """The MAP objective (mean scale) of the 2PL calibration; arrays as in :class:`CalibrationCells`."""
+    total = trials.sum()
+    return _sum_objective(u, v, t, alpha, theta, criterion, passes, trials, ridge, total) / total
+
+
+def _query_terms(u, v, local, theta, criterion, passes, trials):
+    """Negative log posterior terms of one query (sum scale): data + tau/alpha priors."""
+    gamma, beta = item_parameters(u, v)
+    tau = jax.nn.softplus(local[0])
+    alpha = local[1]
+    logit = gamma[criterion] * (tau * theta + alpha - beta[criterion])
+    nll = _binomial_nll(logit, passes, trials).sum()
+    has_data = trials.sum() > 0
+    prior = (tau - 1.0) ** 2 / (2 * TAU_PRIOR_SD**2) + alpha**2 / (2 * ALPHA_PRIOR_SD**2)
+    return nll + jnp.where(has_data, prior, 0.0)
+
+
+def _sum_objective(u, v, t, alpha, theta, criterion, passes, trials, ridge, total):
+    local = jnp.stack([t, alpha], axis=1)
+    per_query = jax.vmap(_query_terms, in_axes=(None, None, 0, 0, 0, 0, 0))(
+        u, v, local, theta, criterion, passes, trials
+    )
+    return per_query.sum() + 0.5 * ridge * total * ((u**2).sum() + (v**2).sum())
+
+
+@partial(jax.jit, static_argnames=("max_iter",))
+def _calibrate_newton(theta, criterion, passes, trials, u0, v0, t0, a0, ridge, tol, max_iter):
+    c = u0.shape[0]
+    total = trials.sum()
+    dtype = theta.dtype
+    eps = jnp.finfo(dtype).eps
+
+    def joint(y, th, cr, ps, tr):
+        return _query_terms(y[:c], y[c : 2 * c], y[2 * c :], th, cr, ps, tr)
+
+    hess_q = jax.vmap(jax.hessian(joint), in_axes=(0, 0, 0, 0, 0))
+    grad_q = jax.vmap(jax.grad(joint), in_axes=(0, 0, 0, 0, 0))
+
+    def objective(s, local):
+        return _sum_objective(
+            s[:c], s[c:], local[:, 0], local[:, 1], theta, criterion, passes, trials, ridge, total
+        )
+
+    def body(state):
+        s, local, mu, f, it, step = state
+        y = jnp.concatenate([jnp.broadcast_to(s, (local.shape[0], 2 * c)), local], axis=1)
+        g = grad_q(y, theta, criterion, passes, trials)
+        h = hess_q(y, theta, criterion, passes, trials)
+        g_s = g[:, : 2 * c].sum(0) + ridge * total * s
+        g_l = g[:, 2 * c :]
+        h_ss = h[:, : 2 * c, : 2 * c].sum(0) + ridge * total * jnp.eye(2 * c, dtype=dtype)
+        h_ls = h[:, 2 * c :, : 2 * c]
+        h_ll = h[:, 2 * c :, 2 * c :]
+        scale = jnp.maximum(jnp.abs(jnp.diagonal(h_ss)).max(), 1.0)
+        h_ll_d = h_ll + mu * scale / local.shape[0] * jnp.eye(2, dtype=dtype) + 1e-12
+        inv_ll = jnp.linalg.inv(h_ll_d)
+        schur = h_ss + mu * scale * jnp.eye(2 * c, dtype=dtype) - jnp.einsum("qls,qlm,qmr->sr", h_ls, inv_ll, h_ls)
+        rhs = g_s - jnp.einsum("qls,qlm,qm->s", h_ls, inv_ll, g_l)
+        d_s = jnp.linalg.solve(schur, rhs)
+        d_l = jnp.einsum("qlm,qm->ql", inv_ll, g_l - jnp.einsum("qls,s->ql", h_ls, d_s))
+        ok_dir = jnp.all(jnp.isfinite(d_s)) & jnp.all(jnp.isfinite(d_l))
+        s_new = s - jnp.where(ok_dir, d_s, 0.0)
+        l_new = local - jnp.where(ok_dir, d_l, 0.0)
+        f_new = objective(s_new, l_new)
+        accept = ok_dir & jnp.isfinite(f_new) & (f_new <= f + 64 * eps * (jnp.abs(f) + 1.0))
+        s = jnp.where(accept, s_new, s)
+        local = jnp.where(accept, l_new, local)
+        f = jnp.where(accept, f_new, f)
+        mu = jnp.where(accept, jnp.maximum(mu / 4.0, 1e-12), jnp.minimum(mu * 8.0, 1e12))
+        size = jnp.maximum(jnp.abs(d_s).max(), jnp.abs(d_l).max())
+        step = jnp.where(accept, size, jnp.where(mu >= 1e12, 0.0, jnp.inf))
+        return s, local, mu, f, it + 1, step
+
+    def cond(state):
+        *_, it, step = state
+        return (it < max_iter) & (step > tol)
+
+    s0 = jnp.concatenate([u0, v0])
+    local0 = jnp.stack([t0, a0], axis=1)
+    f0 = objective(s0, local0)
+    state = (s0, local0, jnp.asarray(1e-3, dtype), f0, 0, jnp.asarray(jnp.inf, dtype))
+    s, local, _, f, iters, step = jax.lax.while_loop(cond, body, state)
+    return s[:c], s[c:], local[:, 0], local[:, 1], f / total, iters, step <= tol
+
+
+def fit_2pl_calibration(
+    cells: CalibrationCells,
+    *,
+    ridge: float = DEFAULT_RIDGE,
+    dtype=jnp.float32,
+    tol: float | None = None,
+    max_iter: int = 200,
+    init: CalibrationFit | None = None,
+) -> CalibrationFit:
+    """MAP fit of the 2PL calibration with frozen BT scores (see module docstring).
+
+    Args:
+        cells: the answers as padded binomial cells, float[Q, M].
+        ridge: L2 penalty on the raw item parameters u, v.
+        dtype: ``jnp.float32`` (default) or ``jnp.float64`` (runs under ``jax.enable_x64``).
+        tol: stop when the largest Newton step is below ``tol`` (default 1e-5 f32, 1e-10 f64).
+        max_iter: iteration cap.
+        init: warm start (e.g. the previous refit); default u = v = 0, tau = 1, alpha = 0.
+
+    Returns:
+        :class:`CalibrationFit` (float64 arrays).
+    """
+    x64 = jnp.dtype(dtype) == jnp.float64
+    if tol is None:
+        tol = 1e-10 if x64 else 1e-5
+    q = cells.theta.shape[0]
+    c = cells.n_criteria
+    with jax.enable_x64(x64):
+        if init is None:
+            u0, v0 = np.zeros(c), np.zeros(c)
+            t0, a0 = np.full(q, _SOFTPLUS_INV_ONE), np.zeros(q)
+        else:
+            u0, v0, t0, a0 = init.u, init.v, init.t, init.alpha
+        arrays = [jnp.asarray(x, dtype) for x in (cells.theta, cells.criterion, cells.passes, cells.trials)]
+        arrays[1] = jnp.asarray(cells.criterion, jnp.int32)
+        u, v, t, a, f, iters, conv = _calibrate_newton(
+            *arrays, *(jnp.asarray(x, dtype) for x in (u0, v0, t0, a0)), ridge, tol, max_iter
+        )
+        gamma, beta = item_parameters(u, v)
+        tau = jax.nn.softplus(t)
+    f64 = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
+    return CalibrationFit(
+        gamma=f64(gamma), beta=f64(beta), tau=f64(tau), alpha=f64(a), u=f64(u), v=f64(v), t=f64(t),
+        objective=float(f), iterations=int(iters), converged=bool(conv),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Rasch (per query, for Stage B stratification)
+# --------------------------------------------------------------------------------------------------
+def _rasch_objective(y, passes, trials, ridge):
+    """Mean-BCE Rasch objective of one query; ``y = [theta (N), v (C)]``, passes/trials float[N, C]."""
+    n = passes.shape[0]
+    theta, v = y[:n], y[n:]
+    beta = v - v.mean()
+    logit = theta[:, None] - beta[None, :]
+    total = jnp.maximum(trials.sum(), 1.0)
+    return _binomial_nll(logit, passes, trials).sum() / total + 0.5 * ridge * ((theta**2).sum() + (v**2).sum())
+
+
+def fit_rasch(
+    passes: np.ndarray, trials: np.ndarray, *, ridge: float = DEFAULT_RIDGE, dtype=jnp.float32, max_iter: int = 100
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-query Rasch abilities and difficulties.
+
+    Args:
+        passes: float[Q, N, C] "yes" answers per document and criterion (pad with 0).
+        trials: float[Q, N, C] answers per document and criterion (0 on padding).
+
+    Returns:
+        (theta float64[Q, N], beta float64[Q, C]) with beta centred per query.
+    """
+    passes = np.asarray(passes, dtype=np.float64)
+    trials = np.asarray(trials, dtype=np.float64)
+    q, n, c = passes.shape
+    x64 = jnp.dtype(dtype) == jnp.float64
+    with jax.enable_x64(x64):
+        fun = partial(_rasch_objective, ridge=ridge)
+        y, _, _ = lm_newton(
+            fun, jnp.zeros((q, n + c), dtype), (jnp.asarray(passes, dtype), jnp.asarray(trials, dtype)),
+            max_iter=max_iter, tol=1e-10 if x64 else 1e-5,
+        )
+        y = np.asarray(y, dtype=np.float64)
+    v = y[:, n:]
+    return y[:, :n], v - v.mean(axis=1, keepdims=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# rubric-only 2PL: marginal ML on a quadrature grid
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RubricOnlyFit:
+    """Marginal-ML 2PL without a tournament.
+
+    Attributes:
+        gamma, beta: float64[C], rescaled so that sum(gamma) = C and mean(beta) = 0.
+        ability, ability_sd: float64[I] EAP ability and posterior SD of each item (document), on the
+            rescaled axis.
+        log_likelihood: marginal log-likelihood at the optimum (without binomial coefficients).
+        converged: optimiser status.
+    """
+
+    gamma: np.ndarray
+    beta: np.ndarray
+    ability: np.ndarray
+    ability_sd: np.ndarray
+    log_likelihood: float
+    converged: bool
+
+
+def quadrature_grid(n_points: int = 561, lo: float = -18.0, hi: float = 10.0) -> tuple[np.ndarray, np.ndarray]:
+    """Grid nodes float64[G] and log weights float64[G] of N(0, 1), normalised to sum 1."""
+    nodes = np.linspace(lo, hi, n_points)
+    logw = -0.5 * nodes**2
+    logw -= np.logaddexp.reduce(logw)
+    return nodes, logw
+
+
+def _grid_loglik(y, passes, trials, nodes, c):
+    a = jnp.exp(y[:c])
+    b = y[c:]
+    logit = a[None, :] * (nodes[:, None] - b[None, :])  # [G, C]
+    ll = passes @ jax.nn.log_sigmoid(logit).T + (trials - passes) @ jax.nn.log_sigmoid(-logit).T  # [I, G]
+    return ll
+
+
+def _rubric_only_objective(y, passes, trials, nodes, logw, ridge):
+    c = passes.shape[1]
+    ll = _grid_loglik(y, passes, trials, nodes, c) + logw[None, :]
+    marginal = jax.scipy.special.logsumexp(ll, axis=1).sum()
+    return -marginal / jnp.maximum(trials.sum(), 1.0) + 0.5 * ridge * (y**2).sum()
+
+
+def fit_rubric_only(
+    passes: np.ndarray,
+    trials: np.ndarray,
+    *,
+    n_points: int = 561,
+    grid: tuple[float, float] = (-18.0, 10.0),
+    ridge: float = DEFAULT_RIDGE,
+    max_iter: int = 200,
+) -> RubricOnlyFit:
+    """Rubric-only 2PL by marginal maximum likelihood (float64).
+
+    Args:
+        passes: float[I, C] "yes" answers of each item (a query-document pair) per criterion.
+        trials: float[I, C] answers of each item per criterion.
+        n_points, grid: quadrature grid for ability ~ N(0, 1).
+        ridge: small L2 penalty on log-discriminations and difficulties (keeps a criterion that nobody
+            or everybody passes finite).
+
+    Returns:
+        :class:`RubricOnlyFit`.
+    """
+    passes = np.asarray(passes, dtype=np.float64)
+    trials = np.asarray(trials, dtype=np.float64)
+    c = passes.shape[1]
+    nodes, logw = quadrature_grid(n_points, *grid)
+    with jax.enable_x64(True):
+        p_j, t_j, n_j, w_j = (jnp.asarray(x) for x in (passes, trials, nodes, logw))
+        fun = partial(_rubric_only_objective, nodes=n_j, logw=w_j, ridge=ridge)
+        y0 = jnp.zeros((1, 2 * c))
+        y, _, conv = lm_newton(fun, y0, (p_j[None], t_j[None]), max_iter=max_iter, tol=1e-9)
+        y = y[0]
+        ll = _grid_loglik(y, p_j, t_j, n_j, c) + w_j[None, :]
+        post = jax.nn.softmax(ll, axis=1)
+        mean = post @ n_j
+        sd = jnp.sqrt(jnp.maximum(post @ n_j**2 - mean**2, 0.0))
+        loglik = float(jax.scipy.special.logsumexp(ll, axis=1).sum())
+        a = np.asarray(jnp.exp(y[:c]))
+        b = np.asarray(y[c:])
+        mean, sd = np.asarray(mean), np.asarray(sd)
+    s = c / a.sum()
+    shift = -b.mean() / s
+    return RubricOnlyFit(
+        gamma=a * s, beta=b / s + shift, ability=mean / s + shift, ability_sd=sd / s,
+        log_likelihood=loglik, converged=bool(conv[0]),
+    )
+
+
+def collapse_placements(
+    query: np.ndarray, doc: np.ndarray, answers: np.ndarray, n_queries: int, n_docs: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Collapse rubric placements into binomial counts.
+
+    Args:
+        query: int[P] query index of each placement; doc: int[P] document index within its query.
+        answers: int[P, C] 0/1 answers.
+        n_queries, n_docs: output sizes Q and N.
+
+    Returns:
+        (passes float64[Q, N, C], trials float64[Q, N, C]).
+    """
+    answers = np.asarray(answers, dtype=np.float64)
+    c = answers.shape[1]
+    passes = np.zeros((n_queries, n_docs, c))
+    trials = np.zeros((n_queries, n_docs, c))
+    np.add.at(passes, (query, doc), answers)
+    np.add.at(trials, (query, doc), 1.0)
+    return passes, trials
+
+
+def calibration_cells(theta: np.ndarray, passes: np.ndarray, trials: np.ndarray) -> CalibrationCells:
+    """Binomial cells of the 2PL calibration from per-document counts.
+
+    Args:
+        theta: float[Q, N] frozen BT scores.
+        passes, trials: float[Q, N, C] (:func:`collapse_placements`).
+
+    Returns:
+        :class:`CalibrationCells` with M = N x C cells per query (documents without answers have
+        trials 0 and drop out of the likelihood).
+    """
+    q, n, c = passes.shape
+    th = np.broadcast_to(np.asarray(theta, dtype=np.float64)[:, :, None], (q, n, c)).reshape(q, n * c)
+    crit = np.broadcast_to(np.arange(c)[None, None, :], (q, n, c)).reshape(q, n * c)
+    return CalibrationCells(
+        theta=np.ascontiguousarray(th), criterion=np.ascontiguousarray(crit),
+        passes=passes.reshape(q, n * c), trials=trials.reshape(q, n * c), n_criteria=c,
+    )
