@@ -1,0 +1,248 @@
+"""Stage B from tidy tables: the 2PL calibration (and the rubric-only 2PL), as Calibration objects."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass, field
+
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from models import irt
+from rcp_jax.errors import CalibrationError, DataError
+from rcp_jax.metrics import gain
+
+_CRITERION = re.compile(r"^C(\d+)$")
+
+
+def criterion_columns(answers: pd.DataFrame) -> list[str]:
+    """The criterion columns ``C1..CK`` of an answers table, checked to form a contiguous ladder."""
+    found = sorted((int(m.group(1)), c) for c in answers.columns if (m := _CRITERION.match(str(c))))
+    if not found:
+        raise DataError(
+            f"answers have no criterion columns; expected C1..CK (one 0/1 column per criterion), got "
+            f"{list(answers.columns)}"
+        )
+    numbers = [n for n, _ in found]
+    if numbers != list(range(1, len(numbers) + 1)):
+        expected = [f"C{i}" for i in range(1, len(numbers) + 1)]
+        raise DataError(
+            f"unknown criteria {[c for _, c in found]}: criteria must be named C1..CK without gaps "
+            f"(expected {expected}); rename or drop the extra columns"
+        )
+    return [c for _, c in found]
+
+
+def validate_answers(answers: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Check a rubric answers table (one row per placement) and return it with int8 criteria."""
+    for col in ("query_id", "doc_id"):
+        if col not in answers.columns:
+            raise DataError(f"answers are missing column {col!r}; expected query_id, doc_id, C1..CK")
+    crit = criterion_columns(answers)
+    df = answers.loc[:, ["query_id", "doc_id", *crit]].copy()
+    df["query_id"] = df["query_id"].astype(str)
+    df["doc_id"] = df["doc_id"].astype(str)
+    for c in crit:
+        raw = df[c]
+        if raw.dtype == bool:
+            raise DataError(f"criterion {c} holds booleans; give 0/1 integers")
+        values = pd.to_numeric(raw, errors="coerce")
+        bad = ~values.isin([0, 1])
+        if bad.any():
+            row = df.loc[bad].iloc[0]
+            raise DataError(
+                f"criterion {c} of document {row.doc_id!r} in query {row.query_id!r} is {raw[bad].iloc[0]!r}; "
+                f"answers must be 0 or 1 (drop invalid placements instead of guessing)"
+            )
+        df[c] = values.astype(np.int8)
+    return df, crit
+
+
+@dataclass
+class Calibration:
+    """Calibrated RCP gains of a collection.
+
+    Attributes:
+        criteria: criterion names C1..CK.
+        gamma, beta: float64[K] item discriminations (sum K) and difficulties (mean 0).
+        queries: DataFrame ``query_id, tau, alpha, n_docs, n_answers, calibrated`` (tau, alpha NaN for
+            queries without rubric answers, which stay uncalibrated).
+        documents: DataFrame ``query_id, doc_id, theta_bt, ability, gain, placements, count_gain``
+            (ability = tau * theta_bt + alpha; count_gain = passed criteria / (K * placements), NaN
+            without placements).
+        method: ``map`` (frozen-BT 2PL) or ``rubric_only``.
+        info: fit diagnostics (objective, iterations, converged, ...).
+    """
+
+    criteria: list[str]
+    gamma: np.ndarray
+    beta: np.ndarray
+    queries: pd.DataFrame
+    documents: pd.DataFrame
+    method: str = "map"
+    info: dict = field(default_factory=dict)
+
+    def gains(self) -> pd.DataFrame:
+        """``query_id, doc_id, gain`` of every calibrated document."""
+        d = self.documents
+        return d.loc[d["gain"].notna(), ["query_id", "doc_id", "gain"]].reset_index(drop=True)
+
+    def count_gains(self) -> pd.DataFrame:
+        """``query_id, doc_id, gain`` with the Count gain (share of passed criteria)."""
+        d = self.documents
+        out = d.loc[d["count_gain"].notna(), ["query_id", "doc_id", "count_gain"]]
+        return out.rename(columns={"count_gain": "gain"}).reset_index(drop=True)
+
+    def gain_of(self, theta) -> np.ndarray:
+        """Gain of calibrated abilities with this calibration's items (vectorised)."""
+        return gain(theta, self.gamma, self.beta)
+
+
+def _placement_counts(answers: pd.DataFrame, crit: list[str]) -> pd.DataFrame:
+    agg = answers.groupby(["query_id", "doc_id"], sort=False)[crit].agg(["sum", "count"])
+    out = pd.DataFrame(index=agg.index)
+    for c in crit:
+        out[f"{c}_pass"] = agg[(c, "sum")].astype(np.float64)
+    out["placements"] = agg[(crit[0], "count")].astype(np.float64)
+    return out.reset_index()
+
+
+def calibrate(
+    bt: pd.DataFrame,
+    answers: pd.DataFrame,
+    *,
+    ridge: float = irt.DEFAULT_RIDGE,
+    float64: bool = False,
+    max_iter: int = 200,
+) -> Calibration:
+    """Calibrate BT scores across queries with the 2PL of METHOD section 3 (MAP).
+
+    Args:
+        bt: ``query_id, doc_id, theta`` (e.g. from :func:`rcp_jax.fit_bradley_terry`); frozen.
+        answers: one row per rubric placement: ``query_id, doc_id, C1..CK`` with 0/1 answers. Repeated
+            placements of a document are collapsed to (passes, trials) per criterion.
+        ridge: L2 penalty on the raw item parameters.
+        float64: fit in double precision (default float32).
+        max_iter: Newton iteration cap.
+
+    Returns:
+        :class:`Calibration`. Within-query order is never changed (tau > 0).
+
+    Raises:
+        CalibrationError: answers for a document that has no BT score (names query and document).
+    """
+    for col in ("query_id", "doc_id", "theta"):
+        if col not in bt.columns:
+            raise DataError(f"BT scores are missing column {col!r}; expected query_id, doc_id, theta")
+    ans, crit = validate_answers(answers)
+    bt = bt.loc[:, ["query_id", "doc_id", "theta"]].copy()
+    bt["query_id"] = bt["query_id"].astype(str)
+    bt["doc_id"] = bt["doc_id"].astype(str)
+    if not np.isfinite(bt["theta"].to_numpy(dtype=np.float64)).all():
+        row = bt.loc[~np.isfinite(bt["theta"].to_numpy(dtype=np.float64))].iloc[0]
+        raise DataError(f"BT score of document {row.doc_id!r} in query {row.query_id!r} is not finite")
+    if bt.duplicated(["query_id", "doc_id"]).any():
+        row = bt.loc[bt.duplicated(["query_id", "doc_id"])].iloc[0]
+        raise DataError(f"document {row.doc_id!r} of query {row.query_id!r} has two BT scores; keep one")
+
+    counts = _placement_counts(ans, crit)
+    merged = counts.merge(bt, on=["query_id", "doc_id"], how="left", indicator=True)
+    orphan = merged["_merge"] == "left_only"
+    if orphan.any():
+        row = merged.loc[orphan].iloc[0]
+        raise CalibrationError(
+            f"rubric answers for document {row.doc_id!r} of query {row.query_id!r} have no BT score "
+            f"({int(orphan.sum())} such documents); the answers and the tournament must cover the same "
+            f"query and document ids"
+        )
+    docs = bt.merge(counts, on=["query_id", "doc_id"], how="left")
+    docs["placements"] = docs["placements"].fillna(0.0)
+    q_with = set(counts["query_id"])
+    q_all = list(dict.fromkeys(docs["query_id"]))
+    uncal = [q for q in q_all if q not in q_with]
+    if uncal:
+        warnings.warn(
+            f"{len(uncal)} quer{'y has' if len(uncal) == 1 else 'ies have'} a tournament but no rubric answers "
+            f"and stay uncalibrated (no tau, alpha or gains): {uncal[:5]}",
+            stacklevel=2,
+        )
+    cal_q = [q for q in q_all if q in q_with]
+    if not cal_q:
+        raise CalibrationError("no query has both BT scores and rubric answers; nothing to calibrate")
+    q_index = {q: i for i, q in enumerate(cal_q)}
+    sub = docs[docs["query_id"].isin(q_index)].copy()
+    sub["_q"] = sub["query_id"].map(q_index)
+    sub["_d"] = sub.groupby("_q", sort=False).cumcount()
+    n_q, n_max, k = len(cal_q), int(sub["_d"].max()) + 1, len(crit)
+    theta = np.zeros((n_q, n_max))
+    passes = np.zeros((n_q, n_max, k))
+    trials = np.zeros((n_q, n_max, k))
+    qi, di = sub["_q"].to_numpy(), sub["_d"].to_numpy()
+    theta[qi, di] = sub["theta"].to_numpy(dtype=np.float64)
+    passes[qi, di] = sub[[f"{c}_pass" for c in crit]].fillna(0.0).to_numpy()
+    trials[qi, di] = sub["placements"].to_numpy()[:, None]
+    fit = irt.fit_2pl_calibration(
+        irt.calibration_cells(theta, passes, trials), ridge=ridge,
+        dtype=jnp.float64 if float64 else jnp.float32, max_iter=max_iter,
+    )
+    if not fit.converged:
+        warnings.warn(f"2PL calibration did not converge in {fit.iterations} iterations", stacklevel=2)
+
+    tau = pd.Series(fit.tau, index=cal_q)
+    alpha = pd.Series(fit.alpha, index=cal_q)
+    docs["ability"] = docs["query_id"].map(tau) * docs["theta"] + docs["query_id"].map(alpha)
+    docs["gain"] = np.where(docs["ability"].notna(), gain(docs["ability"].fillna(0.0), fit.gamma, fit.beta), np.nan)
+    passed = docs[[f"{c}_pass" for c in crit]].sum(axis=1)
+    docs["count_gain"] = np.where(docs["placements"] > 0, passed / (k * docs["placements"].where(docs["placements"] > 0, 1)), np.nan)
+    docs = docs.rename(columns={"theta": "theta_bt"})[
+        ["query_id", "doc_id", "theta_bt", "ability", "gain", "placements", "count_gain"]
+    ]
+    per_q = docs.groupby("query_id", sort=False).agg(n_docs=("doc_id", "size"), placements=("placements", "sum"))
+    queries = pd.DataFrame({"query_id": q_all})
+    queries["tau"] = queries["query_id"].map(tau)
+    queries["alpha"] = queries["query_id"].map(alpha)
+    queries["n_docs"] = queries["query_id"].map(per_q["n_docs"]).astype(int)
+    queries["n_answers"] = (queries["query_id"].map(per_q["placements"]) * k).astype(int)
+    queries["calibrated"] = queries["tau"].notna()
+    return Calibration(
+        criteria=crit, gamma=fit.gamma, beta=fit.beta, queries=queries, documents=docs.reset_index(drop=True),
+        method="map",
+        info={"objective": fit.objective, "iterations": fit.iterations, "converged": fit.converged,
+              "ridge": ridge, "float64": float64},
+    )
+
+
+def fit_rubric_only(answers: pd.DataFrame, *, n_points: int = 561, grid: tuple[float, float] = (-18.0, 10.0)) -> Calibration:
+    """Rubric-only calibration (no tournament): marginal-ML 2PL, EAP abilities.
+
+    Args:
+        answers: one row per placement, ``query_id, doc_id, C1..CK`` (0/1).
+        n_points, grid: quadrature grid for ability ~ N(0, 1).
+
+    Returns:
+        :class:`Calibration` with ``method="rubric_only"``; ``gamma`` sums to K and ``beta`` has mean 0;
+        ``documents.ability`` is the EAP ability and ``documents.ability_sd`` its posterior SD.
+    """
+    ans, crit = validate_answers(answers)
+    counts = _placement_counts(ans, crit)
+    passes = counts[[f"{c}_pass" for c in crit]].to_numpy()
+    trials = np.repeat(counts["placements"].to_numpy()[:, None], len(crit), axis=1)
+    fit = irt.fit_rubric_only(passes, trials, n_points=n_points, grid=grid)
+    k = len(crit)
+    docs = counts[["query_id", "doc_id", "placements"]].copy()
+    docs["theta_bt"] = np.nan
+    docs["ability"] = fit.ability
+    docs["ability_sd"] = fit.ability_sd
+    docs["gain"] = gain(fit.ability, fit.gamma, fit.beta)
+    docs["count_gain"] = passes.sum(axis=1) / (k * counts["placements"].to_numpy())
+    docs = docs[["query_id", "doc_id", "theta_bt", "ability", "ability_sd", "gain", "placements", "count_gain"]]
+    per_q = docs.groupby("query_id", sort=False).agg(n_docs=("doc_id", "size"), placements=("placements", "sum"))
+    queries = pd.DataFrame({"query_id": per_q.index, "tau": np.nan, "alpha": np.nan,
+                            "n_docs": per_q["n_docs"].to_numpy(), "n_answers": (per_q["placements"] * k).astype(int).to_numpy(),
+                            "calibrated": True})
+    return Calibration(
+        criteria=crit, gamma=fit.gamma, beta=fit.beta, queries=queries, documents=docs, method="rubric_only",
+        info={"log_likelihood": fit.log_likelihood, "converged": fit.converged, "grid": (n_points, *grid)},
+    )

@@ -1,0 +1,233 @@
+"""RCP-, Count- and qrel-nDCG of whole runs (many systems x queries), vectorised.
+
+One call of the :func:`rcp_jax.metrics.ndcg_flat` kernel per gain table scores every (system, query)
+list at once; there is no Python loop over documents or queries.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from rcp_jax.errors import DataError
+from rcp_jax.metrics import Protocol, get_protocol, ndcg_flat
+
+RUN_COLUMNS = ("system", "query_id", "doc_id", "score")
+
+
+def validate_run(run: pd.DataFrame, source: str = "run") -> pd.DataFrame:
+    """Check a long run table (``system, query_id, doc_id, score[, dataset]``); return it with string ids.
+
+    Refuses, naming system, query and document: missing columns, non-finite scores and a document scored
+    twice by one system for one query.
+    """
+    missing = [c for c in RUN_COLUMNS if c not in run.columns]
+    if missing:
+        raise DataError(f"{source} is missing column(s) {missing}; expected {list(RUN_COLUMNS)} [+ dataset]")
+    cols = list(RUN_COLUMNS) + (["dataset"] if "dataset" in run.columns else [])
+    df = run.loc[:, cols].copy()
+    for c in ("system", "query_id", "doc_id"):
+        df[c] = df[c].astype(str)
+    score = pd.to_numeric(df["score"], errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(score)
+    if bad.any():
+        row = df.loc[bad].iloc[0]
+        raise DataError(
+            f"{source}: score of document {row.doc_id!r} for query {row.query_id!r} by system {row.system!r} "
+            f"is {run.loc[row.name, 'score']!r}; scores must be finite (drop the row or fix the system)"
+        )
+    df["score"] = score
+    dup = df.duplicated(["system", "query_id", "doc_id"])
+    if dup.any():
+        row = df.loc[dup].iloc[0]
+        raise DataError(
+            f"{source}: system {row.system!r} scores document {row.doc_id!r} of query {row.query_id!r} more "
+            f"than once; keep one score per (system, query, document)"
+        )
+    return df
+
+
+def _excluded_pairs(excluded) -> set[tuple[str, str]]:
+    if excluded is None:
+        return set()
+    if isinstance(excluded, pd.DataFrame):
+        return set(zip(excluded["query_id"].astype(str), excluded["doc_id"].astype(str)))
+    return {(str(q), str(d)) for q, ids in excluded.items() for d in ids}
+
+
+def _drop_pairs(df: pd.DataFrame, pairs: set[tuple[str, str]]) -> pd.DataFrame:
+    if not pairs:
+        return df
+    keys = pd.MultiIndex.from_frame(df[["query_id", "doc_id"]])
+    return df.loc[~keys.isin(list(pairs))]
+
+
+def ndcg_table(
+    run: pd.DataFrame,
+    gains: pd.DataFrame,
+    *,
+    k: int = 10,
+    protocol: str | Protocol = "plain",
+    pools: pd.DataFrame | None = None,
+    excluded=None,
+    ideal: pd.DataFrame | None = None,
+    missing: str = "nan",
+) -> pd.Series:
+    """nDCG@k of every (system, query) of a run with one gain table.
+
+    Args:
+        run: validated run (``system, query_id, doc_id, score``).
+        gains: ``query_id, doc_id, gain``; documents of a query missing here have gain 0.
+        k: cut-off.
+        protocol: scoring protocol (tie rule, pool restriction).
+        pools: ``query_id, doc_id`` judged pools in pool order (default: the documents of ``gains``).
+            Used for pool restriction and ``input_order`` ties.
+        excluded: ids removed from rankings and ideals (DataFrame ``query_id, doc_id`` or mapping).
+        ideal: ``query_id, gain`` lists forming each query's ideal (default: ``gains`` itself).
+        missing: value for queries without an ideal list: ``"nan"`` or ``"zero"``.
+
+    Returns:
+        float64 Series indexed by (system, query_id).
+    """
+    proto = get_protocol(protocol)
+    pairs = _excluded_pairs(excluded)
+    g = gains.loc[:, ["query_id", "doc_id", "gain"]].copy()
+    g["query_id"] = g["query_id"].astype(str)
+    g["doc_id"] = g["doc_id"].astype(str)
+    r = _drop_pairs(run, pairs)
+    pool = (pools if pools is not None else g)[["query_id", "doc_id"]].astype(str)
+    pool = pool.assign(_pos=pool.groupby("query_id", sort=False).cumcount())
+    r = r.merge(pool, on=["query_id", "doc_id"], how="left")
+    if proto.pool_only:
+        r = r.loc[r["_pos"].notna()]
+    r = r.merge(g, on=["query_id", "doc_id"], how="left")
+    r["gain"] = r["gain"].fillna(0.0)
+
+    groups = pd.MultiIndex.from_frame(r[["system", "query_id"]]) if len(r) else pd.MultiIndex.from_tuples([], names=["system", "query_id"])
+    group_codes, group_index = pd.factorize(groups, sort=True)
+    group_index = pd.MultiIndex.from_tuples(list(group_index), names=["system", "query_id"])
+    if proto.ties == "doc_id_desc":
+        tie_key = (-pd.Series(pd.factorize(r["doc_id"], sort=True)[0])).to_numpy()
+    elif proto.ties == "input_order":
+        order_in_run = np.arange(len(r))
+        tie_key = np.where(r["_pos"].notna(), r["_pos"].fillna(0).to_numpy(), len(pool) + order_in_run).astype(np.int64)
+    else:
+        tie_key = np.zeros(len(r), dtype=np.int64)
+
+    ideal_df = (ideal if ideal is not None else g[["query_id", "gain"]]).copy()
+    ideal_df["query_id"] = ideal_df["query_id"].astype(str)
+    if pairs and ideal is None:
+        ideal_df = _drop_pairs(g, pairs)[["query_id", "gain"]]
+    query_names = pd.Index(sorted(set(ideal_df["query_id"]) | set(r["query_id"])))
+    ideal_codes = query_names.get_indexer(ideal_df["query_id"])
+    group_query = query_names.get_indexer(group_index.get_level_values(1)) if len(group_index) else np.zeros(0, np.int64)
+    ndcg, idcg = ndcg_flat(
+        group_codes, r["score"].to_numpy(), r["gain"].to_numpy(), tie_key, ideal_codes,
+        ideal_df["gain"].to_numpy(dtype=np.float64), len(group_index), k=k, ties=proto.ties,
+        ideal_of_group=group_query,
+    )
+    if missing == "nan":
+        has_ideal = np.zeros(len(query_names), dtype=bool)
+        has_ideal[np.unique(ideal_codes)] = True
+        ndcg = np.where(has_ideal[group_query] & (idcg[group_query] > 0), ndcg, np.nan)
+    return pd.Series(ndcg, index=group_index, dtype=np.float64)
+
+
+def evaluate(
+    run: pd.DataFrame,
+    calibration=None,
+    *,
+    gains: pd.DataFrame | None = None,
+    count_gains: pd.DataFrame | None = None,
+    qrels: pd.DataFrame | None = None,
+    k: int = 10,
+    protocol: str | Protocol = "plain",
+    pools: pd.DataFrame | None = None,
+    excluded: pd.DataFrame | Mapping[str, Iterable[str]] | None = None,
+    exponential_qrels: bool = False,
+) -> pd.DataFrame:
+    """Per-(system, query) RCP-nDCG@k, Count-nDCG@k and qrel-nDCG@k of a whole run.
+
+    Args:
+        run: ``system, query_id, doc_id, score[, dataset]`` (one row per scored document).
+        calibration: a :class:`rcp_jax.Calibration` supplying RCP and Count gains (or pass ``gains`` /
+            ``count_gains`` tables ``query_id, doc_id, gain`` directly).
+        qrels: ``query_id, doc_id, grade``; the qrel ideal is over every positive qrel of the query.
+            Queries without a positive get NaN (dropped from means with a warning by
+            :func:`leaderboard`).
+        k, protocol, pools, excluded: as :func:`rcp_jax.score_query`.
+        exponential_qrels: qrel gain ``2**grade - 1`` instead of the grade.
+
+    Returns:
+        DataFrame ``system, query_id, [dataset,] rcp_ndcg, count_ndcg, qrel_ndcg`` (columns present for
+        the gains given), one row per (system, query).
+
+    Example:
+        >>> import pandas as pd
+        >>> run = pd.DataFrame({"system": "s", "query_id": "q", "doc_id": ["a", "b"], "score": [2.0, 1.0]})
+        >>> gains = pd.DataFrame({"query_id": "q", "doc_id": ["a", "b"], "gain": [0.2, 0.9]})
+        >>> round(float(evaluate(run, gains=gains, k=2)["rcp_ndcg"].iloc[0]), 4)
+        0.7023
+    """
+    run = validate_run(run)
+    proto = get_protocol(protocol)
+    if calibration is not None:
+        gains = calibration.gains() if gains is None else gains
+        count_gains = calibration.count_gains() if count_gains is None else count_gains
+    columns: dict[str, pd.Series] = {}
+    if gains is not None:
+        columns["rcp_ndcg"] = ndcg_table(run, gains, k=k, protocol=proto, pools=pools, excluded=excluded)
+    if count_gains is not None:
+        columns["count_ndcg"] = ndcg_table(run, count_gains, k=k, protocol=proto, pools=pools, excluded=excluded)
+    if qrels is not None:
+        q = qrels.loc[:, ["query_id", "doc_id", "grade"]].copy()
+        q["query_id"] = q["query_id"].astype(str)
+        q["doc_id"] = q["doc_id"].astype(str)
+        grade = pd.to_numeric(q["grade"], errors="coerce").to_numpy(dtype=np.float64)
+        if not np.isfinite(grade).all():
+            row = q.loc[~np.isfinite(grade)].iloc[0]
+            raise DataError(f"qrel grade of document {row.doc_id!r} for query {row.query_id!r} is not a number")
+        q["gain"] = 2.0**grade - 1.0 if exponential_qrels else grade
+        positives = _drop_pairs(q, _excluded_pairs(excluded))
+        positives = positives.loc[positives["gain"] > 0, ["query_id", "gain"]]
+        qn = ndcg_table(
+            run, q[["query_id", "doc_id", "gain"]], k=k, protocol=proto,
+            pools=pools if pools is not None else (gains[["query_id", "doc_id"]] if gains is not None else q[["query_id", "doc_id"]]),
+            excluded=excluded, ideal=positives,
+        )
+        if proto.qrel_decimals is not None:
+            qn = qn.round(proto.qrel_decimals)
+        columns["qrel_ndcg"] = qn
+    if not columns:
+        raise DataError("evaluate needs a calibration, a gains table or qrels")
+    out = pd.DataFrame(columns)
+    out.index.names = ["system", "query_id"]
+    out = out.reset_index()
+    if "dataset" in run.columns:
+        ds = run.drop_duplicates("query_id").set_index("query_id")["dataset"]
+        out.insert(2, "dataset", out["query_id"].map(ds))
+    return out
+
+
+def leaderboard(per_query: pd.DataFrame, metrics: Iterable[str] | None = None) -> pd.DataFrame:
+    """Mean of each metric per system: over queries within a dataset, then unweighted over datasets.
+
+    Queries with NaN (e.g. no positive qrel) are dropped from that metric's mean with a warning.
+
+    Returns:
+        DataFrame indexed by system with one column per metric, sorted by the first metric descending.
+    """
+    metrics = [m for m in (metrics or ("rcp_ndcg", "count_ndcg", "qrel_ndcg")) if m in per_query.columns]
+    df = per_query.copy()
+    if "dataset" not in df.columns:
+        df["dataset"] = "all"
+    for m in metrics:
+        n_nan = df.loc[df[m].isna(), "query_id"].nunique()
+        if n_nan:
+            warnings.warn(f"{m}: {n_nan} quer{'y' if n_nan == 1 else 'ies'} without a defined value dropped from the mean", stacklevel=2)
+    per_ds = df.groupby(["system", "dataset"])[metrics].mean()
+    board = per_ds.groupby("system").mean()
+    return board.sort_values(metrics[0], ascending=False) if metrics else board
