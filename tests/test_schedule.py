@@ -1,0 +1,388 @@
+"""Tournament and rubric schedules: the paper's counts, coverage, the adaptive rule, determinism, and a
+simulated end-to-end tournament with Bradley-Terry refits between rounds."""
+
+from __future__ import annotations
+
+import doctest
+import math
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from judging.records import Window
+from models import simulate
+from models.bradley_terry import fit_windows
+from rcp_jax import schedule as S
+from rcp_jax.errors import DataError
+
+
+def _pool(n: int, prefix: str = "d") -> list[str]:
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+def _placements(windows, docs) -> np.ndarray:
+    return np.diag(S.co_occurrence(windows, docs))
+
+
+# --------------------------------------------------------------------------------------------------
+# counts
+# --------------------------------------------------------------------------------------------------
+def test_paper_counts_at_150():
+    c = S.schedule_counts(150)
+    assert (c.round1, c.round2) == (53, 27)
+    assert (c.round1 + c.round2) * 2 == 160
+    assert c.round3_batches == (8,) * 7 and c.round3 == 56
+    assert c.tournament_calls == 216
+    assert (c.rubric_balanced, c.rubric_stratified, c.rubric_windows) == (50, 50, 100)
+    assert c.tournament_placements == pytest.approx(14.4)
+    assert c.rubric_placements == pytest.approx(100 * 10 / 150)
+
+
+@pytest.mark.parametrize(
+    "n, expect",
+    [
+        # n, (round1, round2, round3 batches, calls, rubric balanced, rubric stratified)
+        (8, (4, 2, (1,), 13, 4, 3)),
+        (37, (13, 7, (2,) * 7, 54, 13, 12)),
+        (150, (53, 27, (8,) * 7, 216, 50, 50)),
+        (500, (177, 90, (27,) * 5 + (26,) * 2, 721, 167, 166)),
+    ],
+)
+def test_counts_scale_with_the_pool(n, expect):
+    c = S.schedule_counts(n)
+    assert (c.round1, c.round2, c.round3_batches, c.tournament_calls, c.rubric_balanced, c.rubric_stratified) == expect
+    assert c.window_size == min(10, n)
+    if n > 10:  # pools larger than a window keep the paper's per-document effort
+        assert 14.0 <= c.tournament_placements <= 15.0
+        assert 6.3 <= c.rubric_placements <= 7.0
+
+
+def test_count_rounding_is_half_to_even():
+    # 3/2 placements x 10 docs / window of 2 ... choose values that land exactly on .5
+    cfg = S.ScheduleConfig(w=2, round1_placements=Fraction(1, 4), round2_placements=Fraction(3, 4))
+    c = S.schedule_counts(10, cfg)  # 0.25 * 10 / 2 = 1.25 -> 1 ; 0.75 * 10 / 2 = 3.75 -> 4
+    assert (c.round1, c.round2) == (1, 4)
+    cfg = S.ScheduleConfig(w=2, round1_placements=Fraction(1, 2), round2_placements=Fraction(3, 10))
+    c = S.schedule_counts(10, cfg)  # 2.5 -> 2 (even), 1.5 -> 2 (even)
+    assert (c.round1, c.round2) == (2, 2)
+    # floats are read as the intended fraction: 53*10/150 = 3.5333... gives 53, not 52
+    assert S.schedule_counts(150, S.ScheduleConfig(round1_placements=53 * 10 / 150)).round1 == 53
+
+
+def test_degenerate_pools():
+    assert S.schedule_counts(0).tournament_calls == 0 and S.schedule_counts(0).rubric_windows == 0
+    one = S.schedule_counts(1)
+    assert one.tournament_calls == 0 and "pool of 1" in one.note
+    with pytest.warns(S.ScheduleWarning, match=r"query 'q9'.*pool of 1 document \('only'\)"):
+        assert S.tournament_round1("q9", ["only"], seed=0) == []
+    assert S.adaptive_batch("q9", ["only"], [0.0], np.zeros((1, 1)), 0) == []
+    with pytest.warns(S.ScheduleWarning, match="empty pool"):
+        assert S.tournament_round1("q0", [], seed=0) == []
+    two = S.adaptive_batch("q2", ["a", "b"], {"a": -1.0, "b": 2.0}, np.zeros((2, 2)), 0)
+    assert [w.doc_ids for w in two] == [("b", "a")]
+
+
+def test_duplicate_and_missing_ids_are_refused():
+    with pytest.raises(DataError, match=r"query 'q1'.*\['d1'\].*more than once"):
+        S.tournament_round1("q1", ["d0", "d1", "d1"], seed=0)
+    with pytest.raises(DataError, match=r"query 'q1'.*no BT score for document\(s\) \['d2'\]"):
+        S.tournament_round2("q1", ["d0", "d1", "d2"], {"d0": 0.0, "d1": 1.0}, seed=0)
+    with pytest.raises(DataError, match=r"BT score of document 'd1' is nan"):
+        S.tournament_round2("q1", ["d0", "d1", "d2"], [0.0, np.nan, 1.0], seed=0)
+    with pytest.raises(DataError, match="not in the pool"):
+        S.co_occurrence([Window("q1", "tournament", "round1", 0, ("x", "d0"))], ["d0", "d1"])
+
+
+# --------------------------------------------------------------------------------------------------
+# coverage and structure of each phase
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [2, 8, 37, 150, 500])
+def test_round1_is_balanced_mirrored_and_shows_everyone(n):
+    docs = _pool(n)
+    wins = S.tournament_round1("q1", docs, seed=3, dataset="ds")
+    c = S.schedule_counts(n)
+    assert len(wins) == 2 * c.round1
+    originals, mirrors = wins[0::2], wins[1::2]
+    assert all(w.phase == "round1" and w.stage == "tournament" for w in originals)
+    assert all(S.is_reversed(m) and m.sequence == o.sequence and m.doc_ids == o.doc_ids[::-1] for o, m in zip(originals, mirrors))
+    assert [w.sequence for w in originals] == list(range(c.round1))
+    assert all(len(w.doc_ids) == min(10, n) for w in wins)
+    shown = _placements(originals, docs)
+    assert shown.min() >= 1 and shown.max() - shown.min() <= 1  # least-shown first: balanced to one
+
+
+def test_round1_presentation_is_shuffled():
+    docs = _pool(150)
+    wins = S.tournament_round1("q1", docs, seed=0)[0::2]
+    idx = [[int(d[1:]) for d in w.doc_ids] for w in wins]
+    assert sum(i == sorted(i) for i in idx) <= 1
+
+
+@pytest.mark.parametrize("n", [8, 37, 150])
+def test_round2_takes_contiguous_blocks_of_the_bt_order(n):
+    docs = _pool(n)
+    rng = np.random.default_rng(n)
+    theta = rng.normal(size=n)
+    rank = np.empty(n, dtype=int)
+    rank[np.argsort(-theta, kind="stable")] = np.arange(n)
+    wins = S.tournament_round2("q1", docs, dict(zip(docs, theta)), seed=1)
+    c = S.schedule_counts(n)
+    assert len(wins) == 2 * c.round2
+    for w in wins[0::2]:
+        r = sorted(rank[int(d[1:])] for d in w.doc_ids)
+        assert r == list(range(r[0], r[0] + len(r)))  # a contiguous block of ranks
+    # lowest coverage first: blocks tile the order before any document is used twice
+    shown = _placements(wins[0::2], docs)
+    assert shown.max() <= math.ceil(c.round2 * c.window_size / n) + 1
+
+
+def test_round2_tie_rule_replaces_the_incumbent_with_probability_0_3():
+    # 20 docs, w=10, first window: every block has coverage 0 -> 11 tied candidates.
+    cfg = S.ScheduleConfig(round2_placements=Fraction(1, 2))  # one window for n = 20
+    docs = _pool(20)
+    theta = -np.arange(20.0)
+    firsts = []
+    for seed in range(400):
+        (w, _) = S.tournament_round2("q", docs, theta, seed=seed, config=cfg)
+        firsts.append(min(int(d[1:]) for d in w.doc_ids))
+    firsts = np.array(firsts)
+    # the last replacing candidate wins: P(start = 0) = 0.7^10, P(start = 10) = 0.3
+    assert abs(np.mean(firsts == 10) - 0.3) < 0.07
+    assert np.mean(firsts == 0) < 0.06
+
+
+def _brute_force_batch(theta_pool, co, n_windows, w=10, decay=0.3):
+    """Independent re-statement of round 3 with plain Python loops."""
+    n = len(theta_pool)
+    order = sorted(range(n), key=lambda i: (-theta_pool[i], i))
+    v = []
+    for r in range(1, n):  # boundary between ranks r and r+1 (1-based)
+        a, b = order[r - 1], order[r]
+        q = 1.0 / (1.0 + math.exp(-(theta_pool[a] - theta_pool[b])))
+        v.append(q * (1 - q) * (1.0 / math.log2(r + 1)) * (1.0 / (1 + co[a][b])))
+    picks = []
+    for _ in range(n_windows):
+        best, best_s = -math.inf, None
+        for s in range(n - w + 1):  # window of ranks s+1..s+w covers boundaries s+1..s+w-1
+            total = sum(v[s : s + w - 1])
+            if total > best + 1e-15:
+                best, best_s = total, s
+        if best <= 0:
+            break
+        picks.append(tuple(order[best_s : best_s + w]))
+        for b in range(best_s, best_s + w - 1):
+            v[b] *= decay
+    return picks
+
+
+@pytest.mark.parametrize("n, seed", [(150, 0), (37, 1), (23, 2), (500, 3)])
+def test_adaptive_batch_matches_brute_force(n, seed):
+    rng = np.random.default_rng(seed)
+    docs = _pool(n)
+    theta = rng.normal(0, 2, n)
+    co = rng.integers(0, 4, (n, n))
+    co = np.triu(co, 1) + np.triu(co, 1).T
+    c = S.schedule_counts(n)
+    for b, size in enumerate(c.round3_batches[:2]):
+        got = S.adaptive_batch("q1", docs, theta, co, b)
+        want = _brute_force_batch(theta, co, size)
+        assert [tuple(int(d[1:]) for d in win.doc_ids) for win in got] == want
+        assert all(win.phase == f"round3_b{b + 1}" for win in got)
+        assert [win.sequence for win in got] == list(range(len(got)))
+
+
+def test_adaptive_window_is_the_largest_value_segment():
+    rng = np.random.default_rng(7)
+    values = rng.random(60)
+    (s,) = S.pick_segments(values, 10, 1)
+    sums = [values[i : i + 9].sum() for i in range(60 - 9 + 1)]
+    assert s == int(np.argmax(sums)) and sums[s] == pytest.approx(max(sums))
+    # first maximum wins; decay moves the next window; a zero value stops early
+    assert S.pick_segments(np.ones(20), 10, 2) == [0, 9]  # boundaries 9..17 beat 10..18 on ties
+    assert S.pick_segments(np.zeros(20), 10, 3) == []
+    assert S.pick_segments(np.r_[np.ones(9), np.zeros(20)], 10, 5, decay=0.0) == [0]
+
+
+def test_boundary_values_formula():
+    v = S.boundary_values(np.array([2.0, 1.0, 1.0]), np.array([0, 3]))
+    q = 1 / (1 + math.exp(-1.0))
+    assert v == pytest.approx([q * (1 - q) / 1.0, 0.25 / math.log2(3) / 4])
+
+
+def test_adaptive_batch_depth_restricts_to_the_top():
+    n = 300
+    docs = _pool(n)
+    theta = -np.arange(n) * 0.01  # d0 best
+    got = S.adaptive_batch("q", docs, theta, np.zeros((n, n), int), 0, config=S.ScheduleConfig(depth=150))
+    assert got and max(int(d[1:]) for w in got for d in w.doc_ids) < 150
+
+
+def test_co_occurrence_counts_reversed_copies_separately():
+    docs = _pool(12)
+    wins = S.tournament_round1("q", docs, seed=0)
+    co = S.co_occurrence(wins, docs)
+    co_orig = S.co_occurrence(wins[0::2], docs)
+    assert np.array_equal(co, 2 * co_orig) and np.array_equal(co, co.T)
+
+
+# --------------------------------------------------------------------------------------------------
+# determinism
+# --------------------------------------------------------------------------------------------------
+def test_windows_depend_only_on_seed_dataset_and_query():
+    pools = {f"q{j}": _pool(40 + j, prefix=f"q{j}-") for j in range(4)}
+
+    def plan(order):
+        out = {}
+        for q in order:
+            theta = np.linspace(1, -1, len(pools[q]))
+            out[q] = (
+                S.tournament_round1(q, pools[q], seed=5, dataset="ds")
+                + S.tournament_round2(q, pools[q], theta, seed=5, dataset="ds")
+                + S.rubric_balanced(q, pools[q], seed=5, dataset="ds")
+                + S.rubric_stratified(q, pools[q], theta, seed=5, dataset="ds")
+            )
+        return out
+
+    a = plan(["q0", "q1", "q2", "q3"])
+    b = plan(["q3", "q1", "q0", "q2"])
+    alone = plan(["q2"])
+    assert a == b and a["q2"] == alone["q2"]
+    assert S.tournament_round1("q1", pools["q1"], seed=6, dataset="ds") != a["q1"][: len(S.tournament_round1("q1", pools["q1"], seed=6, dataset="ds"))]
+    assert S.tournament_round1("q1", pools["q1"], seed=5, dataset="other") != S.tournament_round1("q1", pools["q1"], seed=5, dataset="ds")
+
+
+# --------------------------------------------------------------------------------------------------
+# rubric
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [1, 8, 37, 150, 500])
+def test_rubric_shows_every_document(n):
+    docs = _pool(n)
+    c = S.schedule_counts(n)
+    bal = S.rubric_balanced("q", docs, seed=0)
+    strat = S.rubric_stratified("q", docs, np.linspace(2, -2, n), seed=0)
+    assert (len(bal), len(strat)) == (c.rubric_balanced, c.rubric_stratified)
+    assert all(w.stage == "rubric" and w.phase == "balanced" for w in bal)
+    assert all(w.stage == "rubric" and w.phase == "stratified" for w in strat)
+    shown = _placements(bal, docs)
+    assert shown.min() >= 1 and shown.max() - shown.min() <= 1
+    if n == 150:
+        assert len(bal) + len(strat) == 100
+        assert _placements(bal + strat, docs).mean() == pytest.approx(100 * 10 / 150)
+
+
+def test_rubric_coverage_is_refused_up_front():
+    cfg = S.ScheduleConfig(rubric_placements=1)  # 15 windows, balanced half 8 x 10 = 80 < 150
+    with pytest.raises(DataError, match=r"query 'q7'.*8 window\(s\) of 10 = 80 placements for 150 documents"):
+        S.check_rubric_coverage("q7", 150, cfg)
+    with pytest.raises(DataError, match="rubric_placements"):
+        S.rubric_balanced("q7", _pool(150), seed=0, config=cfg)
+    S.check_rubric_coverage("q7", 150)  # the default schedule covers every pool size
+    for n in range(1, 400):
+        S.check_rubric_coverage("q", n)
+
+
+def test_rubric_stratified_groups_similar_abilities():
+    n = 150
+    docs = _pool(n)
+    ability = np.random.default_rng(0).normal(size=n)
+    rank = np.empty(n, int)
+    rank[np.argsort(-ability, kind="stable")] = np.arange(n)
+    for w in S.rubric_stratified("q", docs, dict(zip(docs, ability)), seed=2):
+        r = sorted(rank[int(d[1:])] for d in w.doc_ids)
+        assert r == list(range(r[0], r[0] + 10))
+
+
+def test_rasch_abilities_from_balanced_answers():
+    rng = np.random.default_rng(0)
+    truth = simulate.simulate_truth(rng, [60, 30])
+    pools = {"a": _pool(60, "a"), "b": _pool(30, "b")}
+    rows = []
+    for j, q in enumerate(pools):
+        for w in S.rubric_balanced(q, pools[q], seed=0):
+            idx = np.array([int(d[1:]) for d in w.doc_ids])
+            ans = simulate.rubric_answers(rng, truth, j, idx)
+            rows += [{"query_id": q, "doc_id": d, **{f"C{c + 1}": int(x) for c, x in enumerate(a)}} for d, a in zip(w.doc_ids, ans)]
+    theta = S.rasch_abilities(pools, pd.DataFrame(rows))
+    assert theta["a"].shape == (60,) and theta["b"].shape == (30,)
+    for j, q in enumerate(pools):
+        assert stats.spearmanr(theta[q], truth.relevance[j]).statistic > 0.75
+    with pytest.raises(DataError, match="C1..CK"):
+        S.rasch_abilities(pools, pd.DataFrame({"query_id": ["a"], "doc_id": ["a0"], "C2": [1]}))
+    with pytest.raises(DataError, match=r"document 'zz' of query 'a'"):
+        S.rasch_abilities(pools, pd.DataFrame({"query_id": ["a"], "doc_id": ["zz"], "C1": [1]}))
+
+
+def test_module_example_runs():
+    import rcp_jax.schedule as mod
+
+    result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted >= 5
+
+
+# --------------------------------------------------------------------------------------------------
+# a whole simulated tournament, BT refits between rounds
+# --------------------------------------------------------------------------------------------------
+def _fit(windows_by_query, scores_by_query, pools):
+    qids = list(pools)
+    di, sc, wq = [], [], []
+    for j, q in enumerate(qids):
+        pos = {d: i for i, d in enumerate(pools[q])}
+        for win, s in zip(windows_by_query[q], scores_by_query[q]):
+            row = np.full(10, -1)
+            row[: len(win.doc_ids)] = [pos[d] for d in win.doc_ids]
+            srow = np.zeros(10)
+            srow[: len(s)] = s
+            di.append(row), sc.append(srow), wq.append(j)
+        # pad every query to a fixed number of (empty) windows so each refit reuses one compiled shape
+        pad = 200 - len(windows_by_query[q])
+        di += [np.full(10, -1)] * pad
+        sc += [np.zeros(10)] * pad
+        wq += [j] * pad
+    fit = fit_windows(np.array(di), np.array(sc), np.array(wq), np.array([len(pools[q]) for q in qids]))
+    assert (fit.n_components == 1).all()
+    return {q: fit.theta[j, : len(pools[q])] for j, q in enumerate(qids)}
+
+
+def test_simulated_tournament_groups_peers_and_recovers_the_order():
+    sizes = [60, 50, 8]
+    rng = np.random.default_rng(11)
+    truth = simulate.simulate_truth(rng, sizes, noise=0.7)
+    pools = {f"q{j}": _pool(n, f"q{j}-") for j, n in enumerate(sizes)}
+    qix = {q: j for j, q in enumerate(pools)}
+    seen = {q: [] for q in pools}
+    scores = {q: [] for q in pools}
+    spread = {}
+
+    def judge(q, wins, phase):
+        for win in wins:
+            idx = np.array([int(d.split("-")[1]) for d in win.doc_ids])
+            seen[q].append(win)
+            scores[q].append(simulate.window_scores(rng, truth, qix[q], idx))
+            if len(pools[q]) > 10:
+                spread.setdefault(phase, []).append(truth.relevance[qix[q]][idx].std())
+
+    for q in pools:
+        judge(q, S.tournament_round1(q, pools[q], seed=0, dataset="sim"), "round1")
+    theta = _fit(seen, scores, pools)
+    for q in pools:
+        judge(q, S.tournament_round2(q, pools[q], theta[q], seed=0, dataset="sim"), "round2")
+    n_batches = max(len(S.schedule_counts(len(p)).round3_batches) for p in pools.values())
+    for b in range(n_batches):
+        theta = _fit(seen, scores, pools)
+        for q in pools:
+            if b < len(S.schedule_counts(len(pools[q])).round3_batches):
+                co = S.co_occurrence(seen[q], pools[q])
+                judge(q, S.adaptive_batch(q, pools[q], theta[q], co, b), "round3")
+    theta = _fit(seen, scores, pools)
+
+    for q, p in pools.items():
+        assert len(seen[q]) <= S.schedule_counts(len(p)).tournament_calls
+        assert _placements(seen[q], p).min() >= 5
+        rho = stats.spearmanr(theta[q], truth.relevance[qix[q]]).statistic
+        assert rho > 0.9, (q, rho)
+    r1, r2, r3 = (np.mean(spread[k]) for k in ("round1", "round2", "round3"))
+    assert r2 < 0.6 * r1 and r3 < 0.6 * r1, (r1, r2, r3)
