@@ -52,8 +52,10 @@ def validate_answers(answers: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         bad = ~values.isin([0, 1])
         if bad.any():
             row = df.loc[bad].iloc[0]
+            value = raw[bad].iloc[0]
+            value = value.item() if hasattr(value, "item") else value
             raise DataError(
-                f"criterion {c} of document {row.doc_id!r} in query {row.query_id!r} is {raw[bad].iloc[0]!r}; "
+                f"criterion {c} of document {row.doc_id!r} in query {row.query_id!r} is {value!r}; "
                 f"answers must be 0 or 1 (drop invalid placements instead of guessing)"
             )
         df[c] = values.astype(np.int8)
