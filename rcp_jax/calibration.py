@@ -248,3 +248,40 @@ def fit_rubric_only(answers: pd.DataFrame, *, n_points: int = 561, grid: tuple[f
         criteria=crit, gamma=fit.gamma, beta=fit.beta, queries=queries, documents=docs, method="rubric_only",
         info={"log_likelihood": fit.log_likelihood, "converged": fit.converged, "grid": (n_points, *grid)},
     )
+
+
+def save_calibration(calibration: Calibration, folder) -> None:
+    """Write a calibration to ``folder``: ``items.json`` (criteria, gamma, beta, method, info),
+    ``queries.csv`` and ``documents.csv``; each file atomically, floats at full precision."""
+    from pathlib import Path
+
+    from rcp_jax.io import atomic_write_csv, atomic_write_json
+
+    folder = Path(folder)
+    atomic_write_csv(folder / "queries.csv", calibration.queries)
+    atomic_write_csv(folder / "documents.csv", calibration.documents)
+    atomic_write_json(
+        folder / "items.json",
+        {"criteria": calibration.criteria, "gamma": calibration.gamma, "beta": calibration.beta,
+         "method": calibration.method, "info": calibration.info},
+    )
+
+
+def load_calibration(folder) -> Calibration:
+    """Read a calibration written by :func:`save_calibration` (ids read back as strings)."""
+    import json
+    from pathlib import Path
+
+    folder = Path(folder)
+    items_path = folder / "items.json"
+    if not items_path.is_file():
+        raise DataError(f"{items_path} not found: point to a folder written by `rcp-jax fit` (save_calibration)")
+    items = json.loads(items_path.read_text())
+    ids = {"query_id": str, "doc_id": str}
+    queries = pd.read_csv(folder / "queries.csv", dtype={"query_id": str})
+    documents = pd.read_csv(folder / "documents.csv", dtype=ids)
+    return Calibration(
+        criteria=list(items["criteria"]), gamma=np.asarray(items["gamma"], dtype=np.float64),
+        beta=np.asarray(items["beta"], dtype=np.float64), queries=queries, documents=documents,
+        method=items.get("method", "map"), info=items.get("info", {}),
+    )

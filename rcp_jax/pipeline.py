@@ -1,0 +1,304 @@
+"""The RCP pipeline end to end: schedule -> judge -> BT -> rubric -> 2PL calibration -> metrics.
+
+All queries move through the schedule together: every query's round-1 windows are judged concurrently,
+then one batched BT refit serves every query, then round 2, then seven adaptive batches (a batched refit
+before each), then the two rubric halves (a batched Rasch fit in between). Every answer goes to the
+append-only judgement store first, so a killed run resumes where it stopped and a finished run asked
+again spends nothing: the schedule is a pure function of (seed, dataset, query, earlier answers), so the
+same windows come out and are found in the store.
+
+Example (offline, simulated judge)::
+
+    from rcp_jax.pipeline import Collection, run_pipeline
+    from judging import SimulatedJudge
+    result = run_pipeline(collection, judge=SimulatedJudge(latent), store="store/", runs=runs)
+    result.leaderboard
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from judging import judge_windows
+from judging.records import Judgement, Window
+from rcp_jax import schedule as S
+from rcp_jax.calibration import Calibration, calibrate
+from rcp_jax.errors import DataError
+from rcp_jax.evaluation import evaluate, leaderboard
+from rcp_jax.tournament import fit_bradley_terry
+
+
+@dataclass
+class Collection:
+    """What the pipeline judges.
+
+    Attributes:
+        queries: query_id -> query text.
+        documents: doc_id -> text (shared by all queries) or query_id -> {doc_id -> text}.
+        pools: query_id -> judged candidates in pool order.
+        dataset: name keying the random streams (with the seed and query id).
+        qrels: optional ``query_id, doc_id, grade`` table (for qrel-nDCG).
+    """
+
+    queries: Mapping[str, str]
+    documents: Mapping[str, str] | Mapping[str, Mapping[str, str]]
+    pools: Mapping[str, Sequence[str]]
+    dataset: str = "default"
+    qrels: pd.DataFrame | None = None
+
+    def __post_init__(self) -> None:
+        self.pools = {str(q): [str(d) for d in docs] for q, docs in self.pools.items()}
+        missing = [q for q in self.pools if q not in self.queries]
+        if missing:
+            raise DataError(f"pools name queries without text: {missing[:5]}; add them to the queries file")
+        for q, docs in self.pools.items():
+            if not docs:
+                raise DataError(f"pool of query {q!r} is empty; give it candidates or drop the query")
+            if len(set(docs)) != len(docs):
+                dup = next(d for d in docs if docs.count(d) > 1)
+                raise DataError(f"document {dup!r} appears twice in the pool of query {q!r}; list it once")
+
+
+@dataclass
+class PipelineResult:
+    """Everything a run produced.
+
+    Attributes:
+        window_scores: ``query_id, window_id, doc_id, score`` of every valid tournament window.
+        answers: ``query_id, window_id, doc_id, C1..CK`` of every valid rubric placement.
+        bt: final BT fit (:func:`rcp_jax.fit_bradley_terry`).
+        calibration: the 2PL :class:`Calibration`.
+        per_query: per (system, query) metrics (when runs were given), else None.
+        leaderboard: per-system means (when runs were given), else None.
+        calls: judge calls made by this run (0 when everything came from the store).
+    """
+
+    window_scores: pd.DataFrame
+    answers: pd.DataFrame
+    bt: pd.DataFrame
+    calibration: Calibration
+    per_query: pd.DataFrame | None = None
+    leaderboard: pd.DataFrame | None = None
+    calls: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def tournament_table(judgements: Sequence[Judgement]) -> pd.DataFrame:
+    """Long table ``query_id, window_id, doc_id, score`` of valid tournament judgements."""
+    rows = []
+    for j in judgements:
+        if j.valid and j.scores is not None:
+            wid = f"{j.window.phase}#{j.window.sequence}"
+            rows.extend((j.window.query_id, wid, d, float(j.scores[d])) for d in j.window.doc_ids)
+    return pd.DataFrame(rows, columns=["query_id", "window_id", "doc_id", "score"])
+
+
+def rubric_table(judgements: Sequence[Judgement]) -> pd.DataFrame:
+    """Long table ``query_id, window_id, doc_id, C1..CK`` (one row per placement) of valid rubric judgements."""
+    rows, k = [], None
+    for j in judgements:
+        if j.valid and j.criteria is not None:
+            wid = f"{j.window.phase}#{j.window.sequence}"
+            for d in j.window.doc_ids:
+                ans = j.criteria[d]
+                if k is None:
+                    k = len(ans)
+                elif len(ans) != k:
+                    raise DataError(
+                        f"window {j.window.label} has {len(ans)} criteria but earlier windows have {k}; one "
+                        "calibration needs one rubric (judge family)"
+                    )
+                rows.append((j.window.query_id, wid, d, *ans))
+    crit = [f"C{i}" for i in range(1, (k or 5) + 1)]
+    return pd.DataFrame(rows, columns=["query_id", "window_id", "doc_id", *crit])
+
+
+def _bt_scores(bt: pd.DataFrame, pools: Mapping[str, Sequence[str]]) -> dict[str, np.ndarray]:
+    """BT scores in pool order; documents never shown (no valid window yet) sit at 0."""
+    by_q = {q: dict(zip(g["doc_id"], g["theta"])) for q, g in bt.groupby("query_id", sort=False)}
+    return {q: np.array([by_q.get(q, {}).get(d, 0.0) for d in docs]) for q, docs in pools.items()}
+
+
+class _Progress:
+    """tqdm bar over one phase's windows (silent when disabled or not installed)."""
+
+    def __init__(self, enabled: bool, desc: str):
+        self.bar = None
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+
+                self.bar = tqdm(total=0, desc=desc, unit="win", leave=False)
+            except ImportError:  # pragma: no cover
+                self.bar = None
+        self.calls = 0
+
+    def __call__(self, p) -> None:
+        self.calls = p.calls
+        if self.bar is not None:
+            self.bar.total = p.total
+            self.bar.n = p.cached + p.done
+            self.bar.set_postfix(calls=p.calls, refresh=False)
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+async def _judge(windows, *, desc, progress, **kw) -> tuple[list[Judgement], int]:
+    bar = _Progress(progress, desc)
+    try:
+        out = await judge_windows(windows, progress=bar, **kw)
+    finally:
+        bar.close()
+    asked = {(w.query_id, w.stage, w.phase, w.sequence) for w in windows}
+    got = {(j.window.query_id, j.window.stage, j.window.phase, j.window.sequence) for j in out}
+    if asked - got:
+        missing = sorted(asked - got)[:3]
+        raise DataError(
+            f"{len(asked - got)} window(s) of phase {desc!r} still have no valid answer after the retries "
+            f"(e.g. {missing}); run the same command again to ask only those"
+        )
+    return out, bar.calls
+
+
+async def judge_collection(
+    collection: Collection,
+    *,
+    judge,
+    store: str | Path,
+    seed: int = 0,
+    config: S.ScheduleConfig = S.DEFAULT_CONFIG,
+    concurrency: int = 16,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
+    """Run Stage A and Stage B for every query of ``collection`` (async).
+
+    Returns:
+        (window_scores, answers, final BT table, judge calls made).
+    """
+    say = log or (lambda _msg: None)
+    pools = {q: collection.pools[q] for q in sorted(collection.pools)}
+    for q, docs in pools.items():  # refuse before any call
+        S.check_rubric_coverage(q, len(docs), config)
+    common = dict(judge=judge, store=store, documents=collection.documents, queries=collection.queries,
+                  concurrency=concurrency)
+    ds, calls = collection.dataset, 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", S.ScheduleWarning)
+        r1 = [w for q, d in pools.items() for w in S.tournament_round1(q, d, seed=seed, dataset=ds, config=config)]
+    tour, c = await _judge(r1, desc="round 1", progress=progress, **common)
+    calls += c
+    bt = fit_bradley_terry(tournament_table(tour))
+    say(f"round 1: {len(r1)} windows, BT refit of {bt['query_id'].nunique()} queries")
+    r2 = [w for q, d in pools.items() for w in S.tournament_round2(q, d, _bt_scores(bt, pools)[q], seed=seed, dataset=ds, config=config)]
+    more, c = await _judge(r2, desc="round 2", progress=progress, **common)
+    tour, calls = tour + more, calls + c
+    shown: dict[str, list[Window]] = {q: [] for q in pools}
+    for w in r1 + r2:
+        shown[w.query_id].append(w)
+    n_batches = max(len(S.schedule_counts(len(d), config).round3_batches) for d in pools.values())
+    for b in range(n_batches):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # mid-tournament disconnection is expected
+            bt = fit_bradley_terry(tournament_table(tour))
+        scores = _bt_scores(bt, pools)
+        batch = []
+        for q, docs in pools.items():
+            if b < len(S.schedule_counts(len(docs), config).round3_batches):
+                batch.extend(S.adaptive_batch(q, docs, scores[q], S.co_occurrence(shown[q], docs), b, config=config))
+        more, c = await _judge(batch, desc=f"round 3 batch {b + 1}", progress=progress, **common)
+        tour, calls = tour + more, calls + c
+        for w in batch:
+            shown[w.query_id].append(w)
+    window_scores = tournament_table(tour)
+    bt = fit_bradley_terry(window_scores)
+    say(f"tournament done: {len(tour)} windows")
+
+    rb = [w for q, d in pools.items() for w in S.rubric_balanced(q, d, seed=seed, dataset=ds, config=config)]
+    rub, c = await _judge(rb, desc="rubric balanced", progress=progress, **common)
+    calls += c
+    abilities = S.rasch_abilities(pools, rubric_table(rub))
+    rs = [w for q, d in pools.items() for w in S.rubric_stratified(q, d, abilities[q], seed=seed, dataset=ds, config=config)]
+    more, c = await _judge(rs, desc="rubric stratified", progress=progress, **common)
+    rub, calls = rub + more, calls + c
+    say(f"rubric done: {len(rub)} windows")
+    return window_scores, rubric_table(rub), bt, calls
+
+
+def run_pipeline(
+    collection: Collection,
+    *,
+    judge,
+    store: str | Path,
+    runs: pd.DataFrame | None = None,
+    seed: int = 0,
+    k: int = 10,
+    protocol: str = "plain",
+    config: S.ScheduleConfig = S.DEFAULT_CONFIG,
+    concurrency: int = 16,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> PipelineResult:
+    """Judge, fit and evaluate a collection (synchronous wrapper around :func:`judge_collection`).
+
+    Args:
+        collection: queries, documents, pools (and optional qrels).
+        judge: a :mod:`judging` judge (``SimulatedJudge`` offline, ``LiteLLMJudge`` for a real model).
+        store: folder of the append-only judgement store (created if missing; reused to resume).
+        runs: optional ``system, query_id, doc_id, score`` table to evaluate with the new gains.
+        seed: schedule seed. k, protocol: metric settings.
+        config: schedule constants. concurrency: judge calls in flight.
+        progress: show progress bars.
+
+    Returns:
+        :class:`PipelineResult`.
+    """
+    try:
+        window_scores, answers, bt, calls = asyncio.run(
+            judge_collection(collection, judge=judge, store=store, seed=seed, config=config,
+                             concurrency=concurrency, progress=progress, log=log)
+        )
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"interrupted: answers received so far are in {store}; run the same command again to resume") from None
+    calibration = calibrate(bt, answers)
+    result = PipelineResult(window_scores=window_scores, answers=answers, bt=bt, calibration=calibration, calls=calls)
+    if runs is not None:
+        pools = pd.DataFrame([(q, d) for q, docs in collection.pools.items() for d in docs], columns=["query_id", "doc_id"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            result.per_query = evaluate(runs, calibration, qrels=collection.qrels, k=k, protocol=protocol, pools=pools)
+            result.leaderboard = leaderboard(result.per_query)
+    return result
+
+
+def write_outputs(result: PipelineResult, folder: str | Path) -> dict[str, Path]:
+    """Write every table of ``result`` to ``folder`` atomically; returns the paths written."""
+    from rcp_jax.calibration import save_calibration
+    from rcp_jax.io import atomic_write_csv, atomic_write_text
+
+    folder = Path(folder)
+    paths = {
+        "window_scores": atomic_write_csv(folder / "window_scores.csv", result.window_scores),
+        "answers": atomic_write_csv(folder / "answers.csv", result.answers),
+        "bt": atomic_write_csv(folder / "bt.csv", result.bt),
+    }
+    save_calibration(result.calibration, folder / "calibration")
+    paths["calibration"] = folder / "calibration"
+    if result.per_query is not None:
+        paths["per_query"] = atomic_write_csv(folder / "per_query.csv", result.per_query)
+        board = result.leaderboard.reset_index()
+        paths["leaderboard"] = atomic_write_csv(folder / "leaderboard.csv", board)
+        with contextlib.suppress(ImportError):
+            paths["leaderboard_md"] = atomic_write_text(folder / "leaderboard.md", board.to_markdown(index=False, floatfmt=".4f") + "\n")
+    return paths
