@@ -1,0 +1,120 @@
+"""``rcp-jax compare``: pairwise significance and sensitivity from a per-query metrics table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from rcp_jax.errors import DataError
+
+NAME = "compare"
+HELP = ("compare systems pair by pair (t-test, Wilcoxon, randomisation test, bootstrap CI) and report the "
+        "share of pairs each metric separates")
+
+
+def read_table(path: str | Path, what: str = "table") -> pd.DataFrame:
+    """Read a CSV, TSV, JSONL/NDJSON, JSON (records) or Parquet table; ids are kept as strings."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{what} file {path} does not exist")
+    suffix = path.suffix.lower()
+    ids = {c: str for c in ("system", "query_id", "doc_id", "dataset", "contest_id", "grader")}
+    try:
+        if suffix in (".csv", ".tsv", ".txt"):
+            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=ids)
+        if suffix in (".jsonl", ".ndjson"):
+            return pd.read_json(path, lines=True, dtype=ids)
+        if suffix == ".json":
+            return pd.read_json(path, dtype=ids)
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+    except (ValueError, pd.errors.ParserError) as err:
+        raise DataError(f"{what} file {path} could not be parsed: {err}") from None
+    raise DataError(f"{what} file {path}: unknown type {suffix!r}; use .csv, .tsv, .jsonl, .json or .parquet")
+
+
+def jsonable(df: pd.DataFrame) -> list[dict]:
+    """Records of a DataFrame with NaN -> null and NumPy scalars -> Python."""
+    out = []
+    for rec in df.to_dict(orient="records"):
+        clean = {}
+        for k, v in rec.items():
+            if isinstance(v, (np.floating, float)):
+                v = None if math.isnan(v) else float(v)
+            elif isinstance(v, np.integer):
+                v = int(v)
+            elif isinstance(v, np.bool_):
+                v = bool(v)
+            clean[str(k)] = v
+        out.append(clean)
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("per_query", help="per-query metrics table (CSV/TSV/JSONL/Parquet) with columns system, "
+                        "query_id, [dataset] and metric columns such as qrel_ndcg, count_ndcg, rcp_ndcg")
+    parser.add_argument("--metrics", help="comma-separated metric columns (default: the nDCG columns present)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    parser.add_argument("--test", choices=("t", "wilcoxon", "permutation"), default="t",
+                        help="test that decides 'separated' (default t, the paper's paired t-test)")
+    parser.add_argument("--correction", choices=("none", "holm", "bonferroni"), default="none",
+                        help="multiplicity correction within each metric x dataset (default none, as the paper)")
+    parser.add_argument("--permutations", type=int, default=100_000, help="randomisation-test sign vectors")
+    parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of the intervals")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the randomisation test and bootstrap")
+    parser.add_argument("--format", choices=("markdown", "latex"), default="markdown", help="report format")
+    parser.add_argument("--pairs", action="store_true", help="include the per-pair table in the report")
+    parser.add_argument("--out-pairs", help="also write the per-pair table to this CSV/Parquet file")
+    parser.add_argument("--reference", default="qrel_ndcg", help="baseline metric of the summary line")
+    parser.add_argument("--candidate", default="rcp_ndcg", help="metric compared with the baseline")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rcp_jax.compare import compare_systems, sensitivity_report
+
+    table = read_table(args.per_query, "per-query metrics")
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    try:
+        comparison = compare_systems(
+            table, metrics, alpha=args.alpha, test=args.test, correction=args.correction,
+            n_permutations=args.permutations, n_bootstrap=args.bootstrap, seed=args.seed,
+        )
+    except DataError as err:
+        raise DataError(f"{args.per_query}: {err}") from None
+    if args.out_pairs:
+        out = Path(args.out_pairs)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.suffix.lower() in (".parquet", ".pq"):
+            comparison.pairs.to_parquet(out, index=False)
+        else:
+            comparison.pairs.to_csv(out, index=False)
+    summary = None
+    if args.reference in comparison.metrics and args.candidate in comparison.metrics:
+        summary = sensitivity_report(comparison, args.reference, args.candidate)
+    if args.json:
+        print(json.dumps({
+            "settings": {"metrics": list(comparison.metrics), "alpha": comparison.alpha, "test": comparison.test,
+                         "correction": comparison.correction, "permutations": args.permutations,
+                         "bootstrap": args.bootstrap, "seed": args.seed},
+            "sensitivity": jsonable(comparison.sensitivity),
+            "sensitivity_summary": jsonable(comparison.sensitivity_summary()),
+            "systems": jsonable(comparison.systems),
+            "agreement": jsonable(comparison.agreement),
+            "kendall": jsonable(comparison.kendall),
+            "overall": jsonable(comparison.overall),
+            "pairs": jsonable(comparison.pairs),
+            "summary": summary,
+        }, indent=1))
+        return 0
+    report = comparison.to_latex(include_pairs=args.pairs) if args.format == "latex" else \
+        comparison.to_markdown(include_pairs=args.pairs)
+    print(report, end="")
+    if summary:
+        print()
+        print(summary)
+    return 0
