@@ -282,3 +282,34 @@ def test_reliability_diagram_written(tmp_path):
     assert "<svg" in svg.read_text()[:500]
     with pytest.raises(DataError, match="png"):
         plot_reliability(p, y, tmp_path / "r.txt")
+
+
+# ------------------------------------------------------------------------------------- real answers
+def test_local_dependence_on_real_nanobeir_answers(shared_data):
+    """Real Stage B answers (Qwen3.5-397B, 1,200 placements) with the published NanoBEIR items: criteria
+    correlate raw and mostly stop correlating given each document's ability (paper: 0.60 -> 0.123)."""
+    import json
+
+    data = json.loads((shared_data / "reference" / "rubric_verdicts_nanobeir.json").read_text())
+    crit = [f"C{i}" for i in range(1, 6)]
+    rows = [{"query_id": key, "doc_id": r[0], **dict(zip(crit, r[1:]))}
+            for key, q in data["queries"].items() for w in q["windows"] for r in w]
+    ans = pd.DataFrame(rows)
+    assert len(ans) == 1200
+    cnt = ans.groupby(["query_id", "doc_id"])[crit].agg(["sum", "count"])
+    passes = np.stack([cnt[(c, "sum")] for c in crit], 1)
+    trials = np.stack([cnt[(c, "count")] for c in crit], 1)
+    grid = np.linspace(-10, 12, 441)  # EAP ability per document, prior N(0, 3^2), items frozen
+    logit = GAMMA * (grid[:, None] - BETA)
+    ll = passes @ (-np.logaddexp(0, -logit)).T + (trials - passes) @ (-np.logaddexp(0, logit)).T - 0.5 * (grid / 3) ** 2
+    w = np.exp(ll - ll.max(1, keepdims=True))
+    docs = cnt.index.to_frame(index=False).assign(ability=(w @ grid) / w.sum(1))
+    ab = ans.merge(docs, on=["query_id", "doc_id"])
+    expected = np.stack([predict_answers(ab.ability, np.full(len(ab), c), GAMMA, BETA) for c in range(5)], 1)
+    out = local_dependence(ab[crit].to_numpy(), expected)
+    assert out["raw"] > 0.3
+    assert out["residual"] < min(0.2, out["raw"] / 2)
+    long = answers_long(ab[["query_id", "doc_id", "ability", *crit]])
+    rep = calibration_report(long.answer, {"published items": predict_answers(long.ability, long.criterion, GAMMA, BETA)},
+                             long.criterion).set_index("criterion")
+    assert rep.loc["all", "ece"] < 0.1
