@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import doctest
 import math
-import warnings
 from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from judging.records import Window
@@ -205,6 +206,45 @@ def test_adaptive_window_is_the_largest_value_segment():
     assert S.pick_segments(np.ones(20), 10, 2) == [0, 9]  # boundaries 9..17 beat 10..18 on ties
     assert S.pick_segments(np.zeros(20), 10, 3) == []
     assert S.pick_segments(np.r_[np.ones(9), np.zeros(20)], 10, 5, decay=0.0) == [0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40),
+    k=st.integers(2, 12),
+    count=st.integers(1, 6),
+)
+def test_pick_segments_is_the_greedy_maximum(values, k, count):
+    v = list(values)
+    want = []
+    for _ in range(count):
+        if len(v) < k - 1:
+            break
+        sums = [sum(v[s : s + k - 1]) for s in range(len(v) - k + 2)]
+        best = max(sums)
+        if best <= 0:
+            break
+        s = next(i for i, x in enumerate(sums) if np.isclose(x, best, rtol=1e-12, atol=1e-15))
+        want.append(s)
+        for b in range(s, s + k - 1):
+            v[b] *= 0.3
+    got = S.pick_segments(np.array(values), k, count)
+    # equal sums may round differently in the two summation orders: compare values, not just indices
+    assert len(got) == len(want)
+    for g, w_ in zip(got, want):
+        assert g == w_ or np.isclose(sum(values[g : g + k - 1]), sum(values[w_ : w_ + k - 1]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 260), w=st.integers(2, 12), seed=st.integers(0, 2**31))
+def test_every_document_is_shown_for_any_pool(n, w, seed):
+    cfg = S.ScheduleConfig(w=w)
+    docs = _pool(n)
+    r1 = S.tournament_round1("q", docs, seed=seed, config=cfg)
+    bal = S.rubric_balanced("q", docs, seed=seed, config=cfg)
+    for wins in (r1, bal):
+        assert all(len(x.doc_ids) == min(w, n) for x in wins)
+        assert _placements(wins, docs).min() >= 1
 
 
 def test_boundary_values_formula():
