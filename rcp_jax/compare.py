@@ -215,7 +215,8 @@ class Comparison:
             col = {ds: f"{int(r.n_separated)}/{int(r.n_pairs)} ({100 * r.share:.1f}%)" for ds, r in s.iterrows()}
             col["mean"] = f"{100 * s.share.mean():.1f}%" if len(s) else ""
             cells[m] = col
-        table = pd.DataFrame(cells)
+        datasets = sorted(self.sensitivity.dataset.unique())
+        table = pd.DataFrame(cells).reindex(datasets + ["mean"]).fillna("")
         table.index.name = "dataset"
         return table.reset_index()
 
@@ -289,9 +290,12 @@ def compare_systems(
     scores = system_scores(df, metrics)
     if systems is None:
         first = scores[scores.metric == metrics[0]].set_index("system")["score"]
-        all_systems = sorted(df["system"].unique())
-        systems = sorted(all_systems, key=lambda s: (-first.get(s, -np.inf) if np.isfinite(first.get(s, np.nan))
-                                                      else np.inf, s))
+
+        def order(name: str) -> tuple[float, str]:
+            value = first.get(name, np.nan)
+            return (-value if np.isfinite(value) else np.inf, name)
+
+        systems = sorted(df["system"].unique(), key=order)
     else:
         systems = list(systems)
         unknown_sys = sorted(set(systems) - set(df["system"]))
@@ -388,11 +392,12 @@ def _overall(df, metrics, systems, ia, ib, *, n_bootstrap, level, seed) -> pd.Da
                 per_ds.append(np.where(n > 0, np.nansum(block, 1) / np.maximum(n, 1), np.nan))
         per_ds = np.stack(per_ds)
         lo, hi = bootstrap_mean_ci(d, groups=lab, n_bootstrap=n_bootstrap, level=level, seed=seed + 104729 + mi)
-        with np.errstate(invalid="ignore"):
-            diff = np.nanmean(np.where(np.isfinite(per_ds), per_ds, np.nan), axis=0) if per_ds.size else []
+        present = np.isfinite(per_ds)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            diff = np.where(present, per_ds, 0.0).sum(0) / present.sum(0)
         frames.append(pd.DataFrame({
             "metric": m, "system_a": [systems[i] for i in ia], "system_b": [systems[j] for j in ib],
-            "n_datasets": np.isfinite(per_ds).sum(0), "diff": diff, "ci_low": lo, "ci_high": hi,
+            "n_datasets": present.sum(0), "diff": diff, "ci_low": lo, "ci_high": hi,
         }))
     return pd.concat(frames, ignore_index=True)
 

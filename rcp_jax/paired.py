@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import warnings
 from collections.abc import Sequence
 
@@ -219,7 +220,7 @@ def randomisation_test(
     q_pad = q if exact else _bucket(q, 8)  # padded zero columns change no statistic
     padded = np.zeros((p_pad, q_pad))
     padded[:n_rows, :q] = flat
-    key = jax.random.key(seed) if isinstance(seed, int) else seed
+    key = jax.random.key(int(seed)) if isinstance(seed, numbers.Integral) else seed
     with jax.enable_x64(True):
         kernel = _sign_flip_kernel(bool(exact), chunk, n_chunks)
         counts = np.asarray(kernel(key, jnp.asarray(padded, dtype=jnp.float64), jnp.int64(n_total)))

@@ -168,6 +168,19 @@ def test_tables_and_report(two_datasets):
         sensitivity_report(c, candidate="count_ndcg")
 
 
+def test_sensitivity_table_with_a_metric_missing_in_a_dataset():
+    rng = np.random.default_rng(6)
+    rows = [{"dataset": ds, "system": s, "query_id": str(q), "rcp_ndcg": rng.uniform(),
+             "qrel_ndcg": np.nan if ds == "d2" else rng.uniform()}
+            for ds in ("d1", "d2") for q in range(6) for s in "ABC" if not (ds == "d2" and s == "C")]
+    c = compare_systems(pd.DataFrame(rows), tests=["t"], n_bootstrap=20)
+    t = c.sensitivity_table()
+    assert t.dataset.tolist() == ["d1", "d2", "mean"]
+    assert t.set_index("dataset").loc["d2", "qrel_ndcg"] == ""
+    assert t.set_index("dataset").loc["d2", "rcp_ndcg"] == "0/1 (0.0%)"  # C has no d2 queries: one testable pair
+    assert (c.pairs[(c.pairs.dataset == "d2") & (c.pairs.system_a == "C")].n_queries == 0).all()
+
+
 def test_format_table_latex_escapes():
     tex = format_table(pd.DataFrame({"a_b": ["x&y"], "p": [0.5]}), "latex")
     assert r"a\_b & p \\" in tex and r"x\&y & 0.500 \\" in tex
