@@ -1,1 +1,84 @@
-"""The asynchronous LLM judging layer of rcp-jax (no JAX imported here)."""
+"""The asynchronous LLM judging layer of rcp-jax: windows in, validated judgements out, stored durably.
+
+This package never imports JAX, NumPyro, ``models`` or ``rcp_jax`` (a test enforces it), and imports
+litellm only when a :class:`LiteLLMJudge` first calls it, so ``import judging`` stays cheap.
+
+Public surface
+--------------
+- :class:`Window`, :class:`Judgement`, :class:`JudgeFamily`, :func:`record_id`: the records.
+- :func:`judge_windows` (async) / :func:`judge_windows_sync`: judge windows into a store, resuming.
+- :class:`LiteLLMJudge`: any litellm model string, one endpoint or several; :class:`SimulatedJudge`:
+  an offline judge driven by latent relevance.
+- :class:`JudgementStore`, :func:`read_judgements`, :func:`reparse_store`: the append-only store.
+- :func:`estimate_cost`: calls, tokens and cost of a plan before spending anything.
+- :class:`PromptTemplate`, :func:`builtin_template`, :func:`render_window`: prompts.
+- :func:`parse_answer`, :func:`parse_tournament`, :func:`parse_rubric`, :data:`PARSER_VERSION`.
+- Errors: :class:`JudgeError` and subclasses.
+
+Runnable example: see :mod:`judging.run`.
+"""
+
+from judging.client import LiteLLMJudge
+from judging.errors import (
+    JudgeAuthError,
+    JudgeError,
+    JudgeInputError,
+    JudgeNotFoundError,
+    JudgeRequestError,
+    JudgeTransportError,
+    PromptError,
+    StoreError,
+    StoreLockedError,
+)
+from judging.estimate import Estimate, estimate_cost
+from judging.judge import BaseJudge, Completion, JudgeRequest, Ledger
+from judging.offline import SimulatedJudge, synthetic_dataset
+from judging.parse import PARSER_VERSION, ParseResult, parse_answer, parse_rubric, parse_tournament
+from judging.records import INVALID_CATEGORIES, STAGES, JudgeFamily, Judgement, Usage, Window, record_id
+from judging.render import PromptTemplate, RenderedWindow, builtin_template, render_window
+from judging.reparse import reparse_store
+from judging.run import JudgeProgress, judge_windows, judge_windows_sync
+from judging.store import JudgementStore, read_judgements
+
+__all__ = [
+    "INVALID_CATEGORIES",
+    "PARSER_VERSION",
+    "STAGES",
+    "BaseJudge",
+    "Completion",
+    "Estimate",
+    "JudgeAuthError",
+    "JudgeError",
+    "JudgeFamily",
+    "JudgeInputError",
+    "JudgeNotFoundError",
+    "JudgeProgress",
+    "JudgeRequest",
+    "JudgeRequestError",
+    "JudgeTransportError",
+    "Judgement",
+    "JudgementStore",
+    "Ledger",
+    "LiteLLMJudge",
+    "ParseResult",
+    "PromptError",
+    "PromptTemplate",
+    "RenderedWindow",
+    "SimulatedJudge",
+    "StoreError",
+    "StoreLockedError",
+    "Usage",
+    "Window",
+    "builtin_template",
+    "estimate_cost",
+    "judge_windows",
+    "judge_windows_sync",
+    "parse_answer",
+    "parse_rubric",
+    "parse_tournament",
+    "read_judgements",
+    "record_id",
+    "render_window",
+    "reparse_store",
+    "synthetic_dataset",
+]

@@ -1,0 +1,155 @@
+"""What every judge shares: its prompts, its family, the request it gets and the completion it returns.
+
+A judge turns a rendered window into answer *text*; parsing and storing happen outside it (in
+:mod:`judging.run`), so the litellm judge and the offline judges go through the very same
+render -> text -> parse path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from judging.errors import PromptError
+from judging.parse import PARSER_VERSION
+from judging.records import STAGES, JudgeFamily, Usage, Window
+from judging.render import PromptTemplate, RenderedWindow, builtin_template, render_window
+
+#: Default budget for a window's document text: ~15k tokens at ~4 characters per token.
+DEFAULT_MAX_WINDOW_CHARS = 60_000
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One call: the window, its rendering and the 1-based answer attempt (re-asks after invalid answers)."""
+
+    window: Window
+    rendered: RenderedWindow
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The judge's reply to one request.
+
+    Attributes
+    ----------
+    text : the answer text (``""`` when the endpoint returned no content).
+    finish_reason : ``"stop"``, ``"length"``, ``"content_filter"``, ... or ``None`` when unknown.
+    usage : tokens and cost of the call (cost ``None`` when unknown).
+    transport_retries : rate-limit / server-error / timeout retries this call needed.
+    """
+
+    text: str
+    finish_reason: str | None
+    usage: Usage
+    transport_retries: int = 0
+
+
+@dataclass
+class Ledger:
+    """Running totals of a judge's calls. ``cost_usd`` sums the calls whose cost is known.
+
+    ``calls`` counts answered calls; ``failed_calls`` calls that raised after their retries;
+    ``transport_retries`` every retried transport failure; ``unpriced_calls`` answered calls of unknown cost.
+    """
+
+    calls: int = 0
+    failed_calls: int = 0
+    transport_retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+
+    def add(self, usage: Usage, retries: int = 0) -> None:
+        self.calls += 1
+        self.transport_retries += retries
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        if usage.cost_usd is None:
+            self.unpriced_calls += 1
+        else:
+            self.cost_usd += usage.cost_usd
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def resolve_prompts(prompts: Mapping[str, PromptTemplate | str] | None) -> dict[str, PromptTemplate]:
+    """Built-in templates, overridden per stage by ``prompts`` (a :class:`PromptTemplate`, or a plain
+    string taken as the text of a custom template; a custom rubric string keeps K = 5)."""
+    out = {stage: builtin_template(stage) for stage in STAGES}
+    for stage, value in (prompts or {}).items():
+        if stage not in STAGES:
+            raise PromptError(f"prompts: unknown stage {stage!r}; stages are {STAGES}")
+        if isinstance(value, str):
+            value = PromptTemplate(stage=stage, text=value, n_criteria=5 if stage == "rubric" else 0)
+        if value.stage != stage:
+            raise PromptError(f"prompts[{stage!r}] is a {value.stage} template")
+        out[stage] = value
+    return out
+
+
+class BaseJudge:
+    """Shared part of every judge: prompts, text budget and family. Subclasses implement :meth:`complete`.
+
+    Parameters
+    ----------
+    model : the model string recorded in the family.
+    prompts : per-stage templates overriding the built-in ones (see :func:`resolve_prompts`).
+    max_window_chars : characters of document text allowed per window (``None``: no limit).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        prompts: Mapping[str, PromptTemplate | str] | None = None,
+        max_window_chars: int | None = DEFAULT_MAX_WINDOW_CHARS,
+    ) -> None:
+        self.model = model
+        self.prompts = resolve_prompts(prompts)
+        self.max_window_chars = max_window_chars
+        self.ledger = Ledger()
+
+    def decoding(self) -> dict[str, Any]:
+        """Settings that change answers (part of the family); subclasses extend it."""
+        return {"max_window_chars": self.max_window_chars}
+
+    def family(self, stage: str) -> JudgeFamily:
+        """The family of this judge's ``stage`` answers."""
+        template = self.prompts[stage]
+        return JudgeFamily(
+            model=self.model,
+            prompt_hash=template.hash,
+            parser_version=PARSER_VERSION,
+            decoding=self.decoding(),
+            n_criteria=template.n_criteria,
+        )
+
+    def render(self, window: Window, query_text: str, doc_texts: Sequence[str]) -> RenderedWindow:
+        """Render ``window`` with this judge's template and text budget."""
+        return render_window(
+            self.prompts[window.stage],
+            query_text,
+            window.doc_ids,
+            doc_texts,
+            max_window_chars=self.max_window_chars,
+        )
+
+    async def complete(self, request: JudgeRequest) -> Completion:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> tuple[int, str]:
+        """Prompt tokens of ``messages`` and the method used; the base judge estimates chars/4."""
+        return sum(len(m["content"]) for m in messages) // 4, "chars/4 (no tokenizer for this judge)"
+
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """USD cost of a call with these token counts; ``None`` when unknown."""
+        return None
+
+    async def aclose(self) -> None:
+        """Release connections (no-op by default)."""
+

@@ -1,0 +1,267 @@
+"""Windows (what the judge is asked) and judgements (what it answered), as plain frozen records.
+
+A :class:`Window` is one judge call's worth of documents for one query. A :class:`Judgement` is one
+answer attempt for one window by one judge *family* (model + prompt hash + parser version + decoding
+settings), valid or not, with everything needed to audit and re-parse it later. Both round-trip
+through JSON (``to_dict`` / ``from_dict``) exactly as the store writes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from judging.errors import JudgeInputError
+
+Stage = Literal["tournament", "rubric"]
+STAGES: tuple[str, ...] = ("tournament", "rubric")
+
+#: Why an answer was rejected. ``None`` on a valid judgement.
+INVALID_CATEGORIES: tuple[str, ...] = ("no_json", "invalid_json", "schema", "incomplete", "truncated", "refused")
+
+
+def content_hash(payload: Any, n_hex: int = 16) -> str:
+    """Hex digest (``n_hex`` characters) of the canonical JSON of ``payload`` (sorted keys, no spaces)."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n_hex]
+
+
+@dataclass(frozen=True)
+class Window:
+    """One call's worth of documents for one query.
+
+    Attributes
+    ----------
+    query_id : the query the documents are judged against.
+    stage : ``"tournament"`` (listwise scores) or ``"rubric"`` (per-document yes/no criteria).
+    phase : the schedule's phase name (e.g. ``"round1"``, ``"round1_reversed"``, ``"balanced"``).
+    sequence : the window's number within (query, stage, phase); any int the schedule likes.
+    doc_ids : the documents in the order the judge sees them (``doc_1`` is ``doc_ids[0]``); distinct.
+    """
+
+    query_id: str
+    stage: str
+    phase: str
+    sequence: int
+    doc_ids: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "doc_ids", tuple(str(d) for d in self.doc_ids))
+        object.__setattr__(self, "query_id", str(self.query_id))
+        object.__setattr__(self, "phase", str(self.phase))
+        if self.stage not in STAGES:
+            raise JudgeInputError(
+                f"window {self.query_id}/{self.phase}/{self.sequence}: stage {self.stage!r} is not one of {STAGES}"
+            )
+        if not self.doc_ids:
+            raise JudgeInputError(f"window {self.label}: has no documents; a window needs at least one")
+        if len(set(self.doc_ids)) != len(self.doc_ids):
+            dupes = sorted({d for d in self.doc_ids if self.doc_ids.count(d) > 1})
+            raise JudgeInputError(f"window {self.label}: documents {dupes} appear more than once; ids must be distinct")
+
+    @property
+    def label(self) -> str:
+        """Short human-readable name, e.g. ``q12/tournament/round1#3``, used in messages."""
+        return f"{self.query_id}/{self.stage}/{self.phase}#{self.sequence}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query_id": self.query_id,
+            "stage": self.stage,
+            "phase": self.phase,
+            "sequence": self.sequence,
+            "doc_ids": list(self.doc_ids),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Window:
+        return cls(
+            query_id=data["query_id"],
+            stage=data["stage"],
+            phase=data["phase"],
+            sequence=int(data["sequence"]),
+            doc_ids=tuple(data["doc_ids"]),
+        )
+
+
+@dataclass(frozen=True)
+class JudgeFamily:
+    """Everything that changes what a judge answers: records of one family are interchangeable.
+
+    Attributes
+    ----------
+    model : the model string (litellm form, e.g. ``"openai/gpt-4o-mini"``, or ``"simulated"``).
+    prompt_hash : :attr:`judging.prompts.PromptTemplate.hash` of the stage's template.
+    parser_version : :data:`judging.parse.PARSER_VERSION` that validated the answer.
+    decoding : temperature, max tokens, structured-output mode, text budget, ... (JSON-able values).
+    n_criteria : K of a rubric family (criteria C1..CK); 0 for a tournament family.
+    """
+
+    model: str
+    prompt_hash: str
+    parser_version: str
+    decoding: Mapping[str, Any] = field(default_factory=dict)
+    n_criteria: int = 0
+
+    @property
+    def family_id(self) -> str:
+        """16-hex content hash of the whole family."""
+        return content_hash(self._payload())
+
+    def _payload(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "prompt_hash": self.prompt_hash,
+            "parser_version": self.parser_version,
+            "decoding": dict(self.decoding),
+            "n_criteria": self.n_criteria,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self._payload(), "family_id": self.family_id}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JudgeFamily:
+        return cls(
+            model=data["model"],
+            prompt_hash=data["prompt_hash"],
+            parser_version=str(data["parser_version"]),
+            decoding=dict(data.get("decoding", {})),
+            n_criteria=int(data.get("n_criteria", 0)),
+        )
+
+
+def record_id(family: JudgeFamily, window: Window) -> str:
+    """Content hash of (family, query, stage, phase, sequence, documents): the key of a window's answers.
+
+    Every attempt at the same window by the same family shares this id; the store counts a window done
+    once one record with this id is valid.
+    """
+    return content_hash(
+        {
+            "family": family.family_id,
+            "query_id": window.query_id,
+            "stage": window.stage,
+            "phase": window.phase,
+            "sequence": window.sequence,
+            "doc_ids": list(window.doc_ids),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens and money of one call (or of a ledger). ``cost_usd`` is ``None`` when unknown."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Usage:
+        data = data or {}
+        return cls(int(data.get("prompt_tokens", 0)), int(data.get("completion_tokens", 0)), data.get("cost_usd"))
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One answer attempt for one window, as stored (one JSONL line).
+
+    Attributes
+    ----------
+    record_id : :func:`record_id` of (family, window); shared by every attempt at the window.
+    family : the judge family that answered.
+    window : the window asked.
+    valid : whether the answer passed strict validation.
+    invalid_category : one of :data:`INVALID_CATEGORIES` when invalid, else ``None``.
+    invalid_detail : a one-line reason when invalid (e.g. ``"doc_3 missing"``), else ``""``.
+    scores : tournament only: real doc id -> score in [-5, 5]; ``None`` otherwise or when invalid.
+    criteria : rubric only: real doc id -> tuple of K answers in {0, 1} (C1..CK); ``None`` otherwise.
+    raw_response : the judge's answer text exactly as received (kept so it can be re-parsed).
+    finish_reason : the endpoint's finish reason (``"stop"``, ``"length"``, ``"content_filter"``, ...).
+    attempts : 1-based number of this answer attempt for the window (at most the run's max attempts).
+    usage : tokens and cost of this call.
+    truncated_docs : real doc id -> original length in characters, for documents cut to fit the
+        per-window text budget.
+    started_at, finished_at : ISO-8601 UTC timestamps of the call.
+    transport_retries : how many rate-limit / server-error / timeout retries this call needed.
+    """
+
+    record_id: str
+    family: JudgeFamily
+    window: Window
+    valid: bool
+    invalid_category: str | None
+    invalid_detail: str
+    scores: Mapping[str, float] | None
+    criteria: Mapping[str, tuple[int, ...]] | None
+    raw_response: str
+    finish_reason: str | None
+    attempts: int
+    usage: Usage
+    truncated_docs: Mapping[str, int]
+    started_at: str
+    finished_at: str
+    transport_retries: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        crit = None
+        if self.criteria is not None:
+            crit = {d: {f"C{k + 1}": int(v) for k, v in enumerate(ans)} for d, ans in self.criteria.items()}
+        return {
+            "record_id": self.record_id,
+            "family": self.family.to_dict(),
+            "window": self.window.to_dict(),
+            "valid": self.valid,
+            "invalid_category": self.invalid_category,
+            "invalid_detail": self.invalid_detail,
+            "scores": dict(self.scores) if self.scores is not None else None,
+            "criteria": crit,
+            "raw_response": self.raw_response,
+            "finish_reason": self.finish_reason,
+            "attempts": self.attempts,
+            "usage": self.usage.to_dict(),
+            "truncated_docs": dict(self.truncated_docs),
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "transport_retries": self.transport_retries,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Judgement:
+        crit = data.get("criteria")
+        criteria = None
+        if crit is not None:
+            criteria = {
+                d: tuple(int(ans[k]) for k in sorted(ans, key=lambda c: int(c[1:]))) for d, ans in crit.items()
+            }
+        scores = data.get("scores")
+        return cls(
+            record_id=data["record_id"],
+            family=JudgeFamily.from_dict(data["family"]),
+            window=Window.from_dict(data["window"]),
+            valid=bool(data["valid"]),
+            invalid_category=data.get("invalid_category"),
+            invalid_detail=data.get("invalid_detail", ""),
+            scores={d: float(s) for d, s in scores.items()} if scores is not None else None,
+            criteria=criteria,
+            raw_response=data.get("raw_response", ""),
+            finish_reason=data.get("finish_reason"),
+            attempts=int(data.get("attempts", 1)),
+            usage=Usage.from_dict(data.get("usage")),
+            truncated_docs=dict(data.get("truncated_docs", {})),
+            started_at=data.get("started_at", ""),
+            finished_at=data.get("finished_at", ""),
+            transport_retries=int(data.get("transport_retries", 0)),
+        )
+
+
+def windows_from_dicts(rows: Sequence[Mapping[str, Any]]) -> list[Window]:
+    """Build windows from JSON-like rows with keys query_id, stage, phase, sequence, doc_ids."""
+    return [Window.from_dict(r) for r in rows]

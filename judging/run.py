@@ -1,0 +1,261 @@
+"""The entry point the pipeline calls: judge a list of windows into a store, resuming where it stopped.
+
+Example (runs offline, in a temporary folder)::
+
+    import tempfile
+    from judging import SimulatedJudge, Window, judge_windows_sync
+
+    queries = {"q1": "who designed the eiffel tower?"}
+    documents = {"q1": {"a": "Gustave Eiffel's company built it.", "b": "A recipe for bread.",
+                        "c": "The tower was designed by Koechlin and Nouguier."}}
+    latent = {"q1": {"a": 1.0, "b": -3.0, "c": 2.5}}
+    windows = [Window("q1", "tournament", "round1", 0, ("a", "b", "c")),
+               Window("q1", "rubric", "balanced", 0, ("c", "a", "b"))]
+    with tempfile.TemporaryDirectory() as folder:
+        judgements = judge_windows_sync(windows, judge=SimulatedJudge(latent), store=folder,
+                                        documents=documents, queries=queries, concurrency=4)
+        print(judgements[0].scores)     # {'a': ..., 'b': ..., 'c': ...}, floats in [-5, 5]
+        print(judgements[1].criteria)   # {'c': (1, 1, 1, 1, 0), ...}: C1..C5 per document
+
+Swap ``SimulatedJudge(latent)`` for ``LiteLLMJudge("openai/gpt-4o-mini")`` (or a vLLM / SGLang /
+Ollama model string with ``api_base=...``) to judge for real; nothing else changes. Running the same
+call again asks nothing: every window already has a valid record in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from judging.errors import JudgeInputError
+from judging.judge import BaseJudge, JudgeRequest
+from judging.lookup import PerQuery
+from judging.parse import parse_answer
+from judging.records import Judgement, Window, record_id
+from judging.store import JudgementStore
+
+log = logging.getLogger("judging.run")
+
+#: Answer attempts per window before it is left for a later run.
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class JudgeProgress:
+    """Where a :func:`judge_windows` run stands (passed to the ``progress`` callback).
+
+    Attributes
+    ----------
+    total : distinct windows asked for.
+    cached : windows already valid in the store when the run started (not asked again).
+    done : windows finished in this run (valid, or out of attempts).
+    valid : windows that got a valid answer in this run.
+    failed : windows still invalid after ``max_attempts`` answers in this run (asked again next run).
+    calls : answer attempts made in this run.
+    """
+
+    total: int
+    cached: int
+    done: int
+    valid: int
+    failed: int
+    calls: int
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _check_inputs(windows: list[Window], docs: PerQuery[str], queries: Mapping[str, str]) -> None:
+    """Refuse before any call when a query text or a document text is missing."""
+    missing_q = sorted({w.query_id for w in windows if w.query_id not in queries})
+    if missing_q:
+        raise JudgeInputError(
+            f"no query text for {len(missing_q)} quer{'y' if len(missing_q) == 1 else 'ies'} of the windows "
+            f"(first: {missing_q[:5]}); pass queries={{query_id: text}} covering every window"
+        )
+    missing_d = [(w.query_id, d) for w in windows for d in w.doc_ids if not docs.has(w.query_id, d)]
+    if missing_d:
+        shape = "documents[query_id][doc_id]" if docs.per_query else "documents[doc_id]"
+        raise JudgeInputError(
+            f"no text for {len(missing_d)} window document(s) (first (query, doc): {missing_d[:5]}); "
+            f"every document of every window needs its text in {shape}"
+        )
+
+
+async def judge_windows(
+    windows: Iterable[Window],
+    *,
+    judge: BaseJudge,
+    store: JudgementStore | str | Path,
+    documents: Mapping[str, str] | Mapping[str, Mapping[str, str]],
+    queries: Mapping[str, str],
+    concurrency: int = 16,
+    progress: Callable[[JudgeProgress], None] | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+) -> list[Judgement]:
+    """Judge ``windows`` with ``judge``, storing every answer in ``store``; return the valid judgements.
+
+    Parameters
+    ----------
+    windows : the windows to judge (any stage mix). Repeats of the same window are asked once.
+    judge : a :class:`judging.LiteLLMJudge`, :class:`judging.SimulatedJudge` or other ``BaseJudge``.
+    store : an open or closed :class:`JudgementStore`, or a folder path. A store this call opens, it
+        closes again.
+    documents : document texts, ``{doc_id: text}`` shared by all queries or ``{query_id: {doc_id: text}}``.
+    queries : ``{query_id: text}``.
+    concurrency : windows in flight at once (each holds at most one call at a time).
+    progress : called with a :class:`JudgeProgress` at the start and after each window.
+    max_attempts : answer attempts per window; an invalid answer is stored and the window re-asked.
+
+    Returns
+    -------
+    One valid :class:`Judgement` per distinct window that has one (from this run or an earlier one), in
+    the order the windows were given. Windows still invalid after ``max_attempts`` are logged and left
+    out; the next run asks them again.
+
+    Raises
+    ------
+    JudgeInputError : a window's query or document text is missing (before any call).
+    JudgeAuthError, JudgeNotFoundError, JudgeRequestError, JudgeTransportError : from the judge; the
+        run stops, and every answer received so far is already stored.
+    StoreLockedError : another process is writing the store.
+
+    On cancellation (Ctrl-C in :func:`judge_windows_sync`), answers already received are stored; the
+    rest are asked by the next run.
+    """
+    if concurrency < 1:
+        raise JudgeInputError(f"concurrency must be >= 1, got {concurrency}")
+    if max_attempts < 1:
+        raise JudgeInputError(f"max_attempts must be >= 1, got {max_attempts}")
+    windows = list(windows)
+    for w in windows:
+        if not isinstance(w, Window):
+            raise JudgeInputError(f"windows must be judging.Window objects, got {type(w).__name__}")
+    docs: PerQuery[str] = PerQuery(documents)
+    _check_inputs(windows, docs, queries)
+
+    families = {stage: judge.family(stage) for stage in {w.stage for w in windows}}
+    keyed: dict[str, Window] = {}
+    for w in windows:
+        keyed.setdefault(record_id(families[w.stage], w), w)
+
+    owned = not isinstance(store, JudgementStore)
+    st = JudgementStore(store) if owned else store
+    opened_here = not st.is_open
+    st.open()
+    try:
+        todo = [(rid, w) for rid, w in keyed.items() if not st.is_done(w.stage, rid)]
+        counts = {"done": 0, "valid": 0, "failed": 0, "calls": 0}
+        cached = len(keyed) - len(todo)
+
+        def report() -> None:
+            if progress is not None:
+                progress(JudgeProgress(total=len(keyed), cached=cached, **counts))
+
+        report()
+
+        async def one(rid: str, window: Window) -> None:
+            texts = [docs.get(window.query_id, d) for d in window.doc_ids]
+            rendered = judge.render(window, queries[window.query_id], texts)
+            family = families[window.stage]
+            for attempt in range(1, max_attempts + 1):
+                started = _now()
+                completion = await judge.complete(JudgeRequest(window, rendered, attempt))
+                counts["calls"] += 1
+                parsed = parse_answer(
+                    completion.text,
+                    stage=window.stage,
+                    doc_ids=window.doc_ids,
+                    n_criteria=rendered.n_criteria,
+                    finish_reason=completion.finish_reason,
+                )
+                judgement = Judgement(
+                    record_id=rid,
+                    family=family,
+                    window=window,
+                    valid=parsed.valid,
+                    invalid_category=parsed.category,
+                    invalid_detail=parsed.detail,
+                    scores=parsed.scores,
+                    criteria=parsed.criteria,
+                    raw_response=completion.text,
+                    finish_reason=completion.finish_reason,
+                    attempts=attempt,
+                    usage=completion.usage,
+                    truncated_docs=dict(rendered.truncated_docs),
+                    started_at=started,
+                    finished_at=_now(),
+                    transport_retries=completion.transport_retries,
+                )
+                await st.append_async(judgement)
+                if parsed.valid:
+                    counts["valid"] += 1
+                    break
+                log.info("window %s attempt %d invalid (%s: %s)", window.label, attempt, parsed.category, parsed.detail)
+            else:
+                counts["failed"] += 1
+                log.warning(
+                    "window %s still invalid after %d attempts (last: %s); it will be asked again next run",
+                    window.label,
+                    max_attempts,
+                    judgement.invalid_category,
+                )
+            counts["done"] += 1
+            report()
+
+        queue: asyncio.Queue[tuple[str, Window]] = asyncio.Queue()
+        for item in todo:
+            queue.put_nowait(item)
+
+        async def worker() -> None:
+            while True:
+                try:
+                    rid, window = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                await one(rid, window)
+
+        tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(todo)))]
+        try:
+            if tasks:
+                finished, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+                for t in finished:
+                    if not t.cancelled() and t.exception() is not None:
+                        raise t.exception()  # type: ignore[misc]
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await st.drain()
+        if counts["failed"]:
+            log.warning(
+                "%d of %d window(s) have no valid answer after %d attempts each; re-run to ask them again",
+                counts["failed"],
+                len(keyed),
+                max_attempts,
+            )
+        valid = {stage: st.valid(stage) for stage in families}
+        return [valid[w.stage][rid] for rid, w in keyed.items() if rid in valid[w.stage]]
+    finally:
+        if opened_here:
+            st.close()
+
+
+def judge_windows_sync(windows: Iterable[Window], **kwargs: object) -> list[Judgement]:
+    """:func:`judge_windows` for synchronous code (same arguments). Ctrl-C stores what was received.
+
+    Inside a running event loop (Jupyter), ``await judge_windows(...)`` instead.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(judge_windows(windows, **kwargs))  # type: ignore[arg-type]
+    raise JudgeInputError(
+        "judge_windows_sync was called inside a running event loop (e.g. Jupyter); use "
+        "'await judge_windows(...)' there instead"
+    )

@@ -1,0 +1,323 @@
+"""The judgement store: append-only JSONL files, one per stage, in one folder.
+
+Layout::
+
+    <folder>/tournament.jsonl   one Judgement per line (valid and invalid attempts)
+    <folder>/rubric.jsonl
+    <folder>/.lock              fcntl lock of the (single) writer; holds its pid
+    <folder>/<stage>.jsonl.torn fragments cut from the end of a file after a crash
+
+Rules:
+
+- A line is written with a single ``write`` and made durable (``fsync``) before the caller is told it
+  is stored. Concurrent async appends are committed in groups (one ``fsync`` per group) by a worker
+  thread, so a slow disk never stalls the event loop.
+- A window is *done* for a family once one record with its :func:`judging.records.record_id` is
+  valid. Invalid attempts are kept (for audit and re-parsing) but do not count.
+- Only one process may write a store at a time (``StoreLockedError`` otherwise). Reading never locks.
+- A crash can leave a torn last line. Readers skip it with a warning; a writer opening the store moves
+  it to ``<stage>.jsonl.torn`` first. A bad line anywhere else is corruption and raises ``StoreError``.
+
+Records never contain API keys: judges do not put credentials in families or completions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from judging.errors import StoreError, StoreLockedError
+from judging.records import STAGES, Judgement
+
+log = logging.getLogger("judging.store")
+
+
+def _encode(judgement: Judgement) -> bytes:
+    return (json.dumps(judgement.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def _iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(1-based line number, record dict) for every good line; skips a torn last line with a warning."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if not data:
+        return
+    lines = data.split(b"\n")
+    complete = data.endswith(b"\n")
+    if complete:
+        lines = lines[:-1]
+    for i, raw in enumerate(lines):
+        last = i == len(lines) - 1
+        try:
+            if last and not complete:
+                raise ValueError("no newline at end")
+            obj = json.loads(raw)
+            if not isinstance(obj, dict) or "record_id" not in obj:
+                raise ValueError("not a judgement record")
+        except ValueError as exc:
+            if last:
+                log.warning(
+                    "%s: skipping a torn last line %d (%d bytes; %s), probably left by a crash; the window "
+                    "it belonged to will be asked again",
+                    path,
+                    i + 1,
+                    len(raw),
+                    exc,
+                )
+                return
+            raise StoreError(
+                f"{path}, line {i + 1}: not a judgement record ({exc}). Only the last line can be torn by a "
+                "crash, so this file was edited or damaged: move that line out or restore the file"
+            ) from None
+        yield i + 1, obj
+
+
+def read_judgements(folder: str | Path, stage: str, *, valid_only: bool = False) -> list[Judgement]:
+    """Every record of ``stage`` in the store at ``folder``, in file order (no lock taken).
+
+    ``valid_only`` keeps only valid records, one per record id (the first).
+    """
+    if stage not in STAGES:
+        raise StoreError(f"unknown stage {stage!r}; stages are {STAGES}")
+    out: list[Judgement] = []
+    seen: set[str] = set()
+    path = Path(folder) / f"{stage}.jsonl"
+    for lineno, obj in _iter_lines(path):
+        try:
+            j = Judgement.from_dict(obj)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(f"{path}, line {lineno}: malformed judgement record ({exc!r})") from None
+        if valid_only:
+            if not j.valid or j.record_id in seen:
+                continue
+            seen.add(j.record_id)
+        out.append(j)
+    return out
+
+
+class JudgementStore:
+    """A store folder; see the module docstring.
+
+    Use as a context manager (or call :meth:`open` / :meth:`close`) to write::
+
+        with JudgementStore("runs/judge-store") as store:
+            store.append(judgement)
+
+    Parameters
+    ----------
+    folder : the store folder (created when missing).
+    """
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self._lock_fd: int | None = None
+        self._fds: dict[str, int] = {}
+        self._valid: dict[str, dict[str, Judgement]] = {s: {} for s in STAGES}
+        self._counts: dict[str, int] = {s: 0 for s in STAGES}
+        self._write_lock = threading.Lock()
+        self._pending: list[tuple[str, bytes, Judgement, asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"JudgementStore({str(self.folder)!r}, open={self.is_open})"
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self._lock_fd is not None
+
+    def path(self, stage: str) -> Path:
+        return self.folder / f"{stage}.jsonl"
+
+    def open(self) -> JudgementStore:
+        """Take the write lock, cut torn tails, and index the valid records. Idempotent."""
+        if self.is_open:
+            return self
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreLockedError(
+                f"judgement store {self.folder} is being written by another process (pid {holder}); wait for "
+                "it to finish or judge into another folder"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+        try:
+            for stage in STAGES:
+                path = self.path(stage)
+                self._cut_torn_tail(path)
+                self._valid[stage] = {}
+                self._counts[stage] = 0
+                for j in read_judgements(self.folder, stage):
+                    self._counts[stage] += 1
+                    if j.valid:
+                        self._valid[stage].setdefault(j.record_id, j)
+                existed = path.exists()
+                self._fds[stage] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                if not existed:
+                    self._fsync_dir()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Write any records still queued, close the files and release the lock."""
+        if self._pending:
+            self._write_pending_now()
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> JudgementStore:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _fsync_dir(self) -> None:
+        dfd = os.open(self.folder, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def _cut_torn_tail(self, path: Path) -> None:
+        if not path.exists() or path.stat().st_size == 0:
+            return
+        data = path.read_bytes()
+        keep = data.rfind(b"\n", 0, len(data) - 1 if data.endswith(b"\n") else len(data)) + 1
+        tail = data[keep:]
+        try:
+            ok = tail.endswith(b"\n") and isinstance(json.loads(tail), dict)
+        except ValueError:
+            ok = False
+        if ok:
+            return
+        torn = path.with_name(path.name + ".torn")
+        with open(torn, "ab") as f:
+            f.write(tail.rstrip(b"\n") + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+            f.flush()
+            os.fsync(f.fileno())
+        log.warning(
+            "%s: moved a torn last line (%d bytes, probably left by a crash) to %s; its window will be asked again",
+            path,
+            len(tail),
+            torn,
+        )
+
+    # -- writing --------------------------------------------------------------------------------------
+
+    def _require_open(self) -> None:
+        if not self.is_open:
+            raise StoreError(
+                f"judgement store {self.folder} is not open for writing; use 'with JudgementStore(...) as store:' "
+                "or call store.open() first"
+            )
+
+    def _write(self, items: Iterable[tuple[str, bytes, Judgement]]) -> None:
+        """Append ``items`` (stage, line, judgement): one write and one fsync per stage touched."""
+        by_stage: dict[str, list[tuple[bytes, Judgement]]] = {}
+        for stage, line, j in items:
+            by_stage.setdefault(stage, []).append((line, j))
+        with self._write_lock:
+            for stage, group in by_stage.items():
+                fd = self._fds[stage]
+                buf = memoryview(b"".join(line for line, _ in group))
+                while buf:
+                    n = os.write(fd, buf)
+                    buf = buf[n:]
+                os.fsync(fd)
+                for _, j in group:
+                    self._counts[stage] += 1
+                    if j.valid:
+                        self._valid[stage].setdefault(j.record_id, j)
+
+    def append(self, judgement: Judgement) -> None:
+        """Append one record and fsync it before returning."""
+        self._require_open()
+        self._write([(judgement.window.stage, _encode(judgement), judgement)])
+
+    async def append_async(self, judgement: Judgement) -> None:
+        """Append one record; returns once it is durable. Concurrent calls share one fsync per group.
+
+        If the caller is cancelled after calling, the record is still written (now or at :meth:`close`).
+        """
+        self._require_open()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._pending.append((judgement.window.stage, _encode(judgement), judgement, fut))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = loop.create_task(self._flush_loop())
+        await asyncio.shield(fut)
+
+    async def _flush_loop(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                await asyncio.to_thread(self._write, [(s, line, j) for s, line, j, _ in batch])
+            except BaseException as exc:
+                for *_, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(exc if isinstance(exc, Exception) else StoreError(repr(exc)))
+                raise
+            for *_, fut in batch:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def drain(self) -> None:
+        """Wait until every queued async append is durable."""
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+
+    def _write_pending_now(self) -> None:
+        batch, self._pending = self._pending, []
+        self._write([(s, line, j) for s, line, j, _ in batch])
+        for *_, fut in batch:
+            if not fut.done() and not fut.get_loop().is_closed():
+                fut.get_loop().call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(None))
+
+    # -- reading --------------------------------------------------------------------------------------
+
+    def is_done(self, stage: str, record_id: str) -> bool:
+        """Whether a valid record with ``record_id`` is stored (requires the store to be open)."""
+        self._require_open()
+        return record_id in self._valid[stage]
+
+    def valid(self, stage: str) -> dict[str, Judgement]:
+        """record id -> first valid judgement of ``stage`` (open store: from memory; else read the file)."""
+        if self.is_open:
+            return dict(self._valid[stage])
+        return {j.record_id: j for j in read_judgements(self.folder, stage, valid_only=True)}
+
+    def records(self, stage: str) -> list[Judgement]:
+        """Every record of ``stage``, valid or not, in file order (reads the file)."""
+        return read_judgements(self.folder, stage)
+
+    def count(self, stage: str) -> int:
+        """Number of records (valid or not) of ``stage``."""
+        if self.is_open:
+            return self._counts[stage]
+        return len(read_judgements(self.folder, stage))
