@@ -13,11 +13,12 @@ Typical use::
 
 __version__ = "0.1.0"
 
-from rcp_jax.calibration import Calibration, calibrate, fit_rubric_only
+from rcp_jax.calibration import Calibration, calibrate, fit_rubric_only, load_calibration, save_calibration
 from rcp_jax.errors import CalibrationError, DataError, RcpError
 from rcp_jax.evaluation import evaluate, leaderboard
 from rcp_jax.metrics import PROTOCOLS, Protocol, QueryScore, gain, score_query
 from rcp_jax.tournament import fit_bradley_terry
+from rcp_jax import schedule  # noqa: E402  (public submodule)
 
 __all__ = [
     "__version__",
@@ -33,6 +34,8 @@ __all__ = [
     "calibrate",
     "fit_rubric_only",
     "Calibration",
+    "save_calibration",
+    "load_calibration",
     "evaluate",
     "leaderboard",
 ]

@@ -198,6 +198,7 @@ def calibrate(
     docs["gain"] = np.where(docs["ability"].notna(), gain(docs["ability"].fillna(0.0), fit.gamma, fit.beta), np.nan)
     passed = docs[[f"{c}_pass" for c in crit]].sum(axis=1)
     docs["count_gain"] = np.where(docs["placements"] > 0, passed / (k * docs["placements"].where(docs["placements"] > 0, 1)), np.nan)
+    docs["placements"] = docs["placements"].astype(np.int64)
     docs = docs.rename(columns={"theta": "theta_bt"})[
         ["query_id", "doc_id", "theta_bt", "ability", "gain", "placements", "count_gain"]
     ]
@@ -239,6 +240,7 @@ def fit_rubric_only(answers: pd.DataFrame, *, n_points: int = 561, grid: tuple[f
     docs["ability_sd"] = fit.ability_sd
     docs["gain"] = gain(fit.ability, fit.gamma, fit.beta)
     docs["count_gain"] = passes.sum(axis=1) / (k * counts["placements"].to_numpy())
+    docs["placements"] = docs["placements"].astype(np.int64)
     docs = docs[["query_id", "doc_id", "theta_bt", "ability", "ability_sd", "gain", "placements", "count_gain"]]
     per_q = docs.groupby("query_id", sort=False).agg(n_docs=("doc_id", "size"), placements=("placements", "sum"))
     queries = pd.DataFrame({"query_id": per_q.index, "tau": np.nan, "alpha": np.nan,

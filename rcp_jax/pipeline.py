@@ -9,7 +9,7 @@ same windows come out and are found in the store.
 
 Example (offline, simulated judge)::
 
-    from rcp_jax.pipeline import Collection, run_pipeline
+    from rcp_jax.pipeline import PipelineInput, run_pipeline
     from judging import SimulatedJudge
     result = run_pipeline(collection, judge=SimulatedJudge(latent), store="store/", runs=runs)
     result.leaderboard
@@ -37,7 +37,7 @@ from rcp_jax.tournament import fit_bradley_terry
 
 
 @dataclass
-class Collection:
+class PipelineInput:
     """What the pipeline judges.
 
     Attributes:
@@ -65,6 +65,36 @@ class Collection:
             if len(set(docs)) != len(docs):
                 dup = next(d for d in docs if docs.count(d) > 1)
                 raise DataError(f"document {dup!r} appears twice in the pool of query {q!r}; list it once")
+
+    @classmethod
+    def from_tables(
+        cls,
+        corpus: pd.DataFrame,
+        queries: pd.DataFrame,
+        pools: pd.DataFrame,
+        *,
+        qrels: pd.DataFrame | None = None,
+        dataset: str = "default",
+    ) -> PipelineInput:
+        """Build from tables: ``corpus`` (doc_id, [title,] text), ``queries`` (query_id, text), ``pools``
+        (query_id, doc_id[, rank]; pool order = rank, else row order). Title and text are joined."""
+        if "rank" in pools.columns:
+            pools = pools.sort_values(["query_id", "rank"], kind="stable")
+        pool_map: dict[str, list[str]] = {}
+        for q, d in zip(pools["query_id"].astype(str), pools["doc_id"].astype(str)):
+            pool_map.setdefault(q, []).append(d)
+        title = corpus["title"].fillna("").astype(str) if "title" in corpus.columns else pd.Series("", index=corpus.index)
+        body = corpus["text"].fillna("").astype(str)
+        texts = [f"{t}. {b}" if t and b else (t or b) for t, b in zip(title, body)]
+        documents = dict(zip(corpus["doc_id"].astype(str), texts))
+        needed = {d for docs in pool_map.values() for d in docs}
+        missing = sorted(needed - documents.keys())
+        if missing:
+            raise DataError(f"pooled documents have no text in the corpus: {missing[:5]} ({len(missing)} in all)")
+        return cls(
+            queries=dict(zip(queries["query_id"].astype(str), queries["text"].astype(str))),
+            documents={d: documents[d] for d in needed}, pools=pool_map, dataset=dataset, qrels=qrels,
+        )
 
 
 @dataclass
@@ -172,7 +202,7 @@ async def _judge(windows, *, desc, progress, **kw) -> tuple[list[Judgement], int
 
 
 async def judge_collection(
-    collection: Collection,
+    collection: PipelineInput,
     *,
     judge,
     store: str | Path,
@@ -237,7 +267,7 @@ async def judge_collection(
 
 
 def run_pipeline(
-    collection: Collection,
+    collection: PipelineInput,
     *,
     judge,
     store: str | Path,
