@@ -343,7 +343,10 @@ def compare_systems(
                                   for b in blocks])
         pairs["p_permutation"] = randomisation_test(stacked, n_permutations=n_permutations, seed=seed)
     pairs["p"] = pairs[_P_COLUMN[test]]
-    pairs.loc[pairs["n_queries"] < 2, "p"] = np.nan
+    untestable = pairs["n_queries"] < 2
+    for col in ("p_t", "p_wilcoxon", "p_permutation", "p"):
+        if col in pairs.columns:
+            pairs.loc[untestable, col] = np.nan
     holm = np.full(len(pairs), np.nan)
     bonf = np.full(len(pairs), np.nan)
     for _, idx in pairs.groupby(["metric", "dataset"], sort=False).indices.items():
