@@ -294,13 +294,10 @@ def run_pipeline(
     Returns:
         :class:`PipelineResult`.
     """
-    try:
-        window_scores, answers, bt, calls = asyncio.run(
-            judge_collection(collection, judge=judge, store=store, seed=seed, config=config,
-                             concurrency=concurrency, progress=progress, log=log)
-        )
-    except KeyboardInterrupt:
-        raise KeyboardInterrupt(f"interrupted: answers received so far are in {store}; run the same command again to resume") from None
+    window_scores, answers, bt, calls = judge_collection_sync(
+        collection, judge=judge, store=store, seed=seed, config=config, concurrency=concurrency,
+        progress=progress, log=log,
+    )
     calibration = calibrate(bt, answers)
     result = PipelineResult(window_scores=window_scores, answers=answers, bt=bt, calibration=calibration, calls=calls)
     if runs is not None:
@@ -332,3 +329,51 @@ def write_outputs(result: PipelineResult, folder: str | Path) -> dict[str, Path]
         with contextlib.suppress(ImportError):
             paths["leaderboard_md"] = atomic_write_text(folder / "leaderboard.md", board.to_markdown(index=False, floatfmt=".4f") + "\n")
     return paths
+
+
+def store_tables(store: str | Path, *, family: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Tournament and rubric tables of a judgement store, refusing to mix judge families.
+
+    Args:
+        store: store folder (``tournament.jsonl``, ``rubric.jsonl``).
+        family: keep only records whose model is ``family`` (or whose family id starts with it); required
+            when a stage holds several families.
+
+    Returns:
+        (window_scores, answers, {"tournament": family dict, "rubric": family dict}).
+
+    Raises:
+        DataError: the store is empty, or a stage mixes judge families (models, prompts, parsers or
+            decoding settings) and ``family`` does not pick one.
+    """
+    from judging import read_judgements
+
+    store = Path(store)
+    tables, families = {}, {}
+    for stage in ("tournament", "rubric"):
+        records = read_judgements(store, stage, valid_only=True)
+        if family is not None:
+            records = [j for j in records if j.family.model == family or j.family.family_id.startswith(family)]
+        found = {}
+        for j in records:
+            found.setdefault(j.family.family_id, j.family)
+        if len(found) > 1:
+            listed = "; ".join(f"{fid} (model {f.model!r}, prompt {f.prompt_hash[:8]}, parser {f.parser_version})" for fid, f in found.items())
+            raise DataError(
+                f"{store / (stage + '.jsonl')} mixes {len(found)} judge families: {listed}. One fit needs one "
+                f"judge family; pick one with --family MODEL_OR_FAMILY_ID"
+            )
+        if not records:
+            raise DataError(f"{store / (stage + '.jsonl')} has no valid {stage} judgements; run `rcp-jax judge` first")
+        families[stage] = next(iter(found.values())).to_dict()
+        tables[stage] = tournament_table(records) if stage == "tournament" else rubric_table(records)
+    return tables["tournament"], tables["rubric"], families
+
+
+def judge_collection_sync(collection: PipelineInput, **kwargs) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
+    """:func:`judge_collection` for synchronous callers; Ctrl-C leaves every received answer stored."""
+    try:
+        return asyncio.run(judge_collection(collection, **kwargs))
+    except KeyboardInterrupt:
+        store = kwargs.get("store")
+        raise KeyboardInterrupt(f"interrupted: answers received so far are in {store}; run the same command again to resume") from None

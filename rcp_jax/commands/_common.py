@@ -1,0 +1,139 @@
+"""Argument groups and helpers shared by the ``rcp-jax`` verbs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rcp_jax.errors import DataError
+
+
+def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = False) -> None:
+    g = p.add_argument_group("collection")
+    g.add_argument("--dataset", type=Path, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+    g.add_argument("--rows", type=Path, help="JSONL rows: one query per line with query, doc_ids, docs[, qrels]")
+    g.add_argument("--pools", type=Path, required=pools_required,
+                   help="judged pools: query_id, doc_id[, rank] (CSV/TSV/JSONL/Parquet) or a TREC run")
+    g.add_argument("--qrels", type=Path, help="qrels file overriding the dataset's (TREC or BEIR TSV)")
+    g.add_argument("--split", default="test", help="BEIR qrels split (default: test)")
+    g.add_argument("--name", default=None, help="dataset name keying the schedule's random streams")
+    g.add_argument("--missing-text", choices=["error", "warn", "drop"], default="error",
+                   help="documents without text: refuse (default), keep with a warning, or drop")
+
+
+def load_collection(args) -> tuple[Any, pd.DataFrame | None]:
+    """(rcp_jax.data.Collection, pools table or None) from ``--dataset`` / ``--rows`` / ``--pools``."""
+    from rcp_jax import data
+
+    if bool(args.dataset) == bool(args.rows):
+        raise DataError("give exactly one of --dataset (a BEIR folder) or --rows (a JSONL rows file)")
+    if args.dataset:
+        col = data.read_beir(args.dataset, split=args.split, missing_text=args.missing_text, strict=False)
+    else:
+        col = data.read_rows(args.rows, missing_text=args.missing_text)
+    if args.qrels:
+        col.qrels = data.read_qrels(args.qrels)
+    pools = data.read_pools(args.pools) if getattr(args, "pools", None) else col.pools
+    return col, pools
+
+
+def pipeline_input(col, pools: pd.DataFrame, name: str):
+    from rcp_jax.pipeline import PipelineInput
+
+    if pools is None:
+        raise DataError("no pools: pass --pools (build them with `rcp-jax pool`)")
+    return PipelineInput.from_tables(col.corpus, col.queries, pools, qrels=col.qrels if len(col.qrels) else None, dataset=name)
+
+
+def add_judge_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("judge")
+    g.add_argument("--model", default="simulated",
+                   help="litellm model string (e.g. openai/gpt-4o-mini, hosted_vllm/<name>); 'simulated' (default) "
+                        "uses the offline simulated judge")
+    g.add_argument("--api-base", default=None, help="endpoint URL of an OpenAI-compatible server (vLLM, SGLang, Ollama)")
+    g.add_argument("--concurrency", type=int, default=16, help="judge calls in flight (default 16)")
+    g.add_argument("--seed", type=int, default=0, help="schedule seed (default 0)")
+    g.add_argument("--temperature", type=float, default=0.0)
+    g.add_argument("--max-tokens", type=int, default=4096)
+
+
+def make_judge(args, latent: dict | None):
+    """The judge named by ``--model``: the simulated judge (needs latent relevance) or a litellm judge."""
+    from judging import LiteLLMJudge, SimulatedJudge
+
+    if args.model == "simulated":
+        if latent is None:
+            raise DataError("the simulated judge needs latent relevance: give qrels (--qrels) or a real --model")
+        return SimulatedJudge(latent, seed=args.seed)
+    return LiteLLMJudge(args.model, api_base=args.api_base, temperature=args.temperature, max_tokens=args.max_tokens)
+
+
+def latent_from_qrels(pools: dict[str, list[str]], qrels: pd.DataFrame | None, seed: int = 0) -> dict:
+    """Latent relevance for the simulated judge from graded qrels plus noise (unjudged = grade 0).
+
+    ``latent = -2 + 1.6 * grade + N(0, 0.8^2)`` on the calibrated ability scale, seeded per document.
+    """
+    grades: dict[tuple[str, str], float] = {}
+    if qrels is not None:
+        grades = {(str(q), str(d)): float(g) for q, d, g in qrels[["query_id", "doc_id", "grade"]].itertuples(index=False)}
+    out: dict[str, dict[str, float]] = {}
+    for q, docs in pools.items():
+        rng = np.random.default_rng([seed, abs(hash_str(q)) % (2**32)])
+        noise = rng.normal(0.0, 0.8, len(docs))
+        out[q] = {d: -2.0 + 1.6 * grades.get((q, d), 0.0) + float(e) for d, e in zip(docs, noise)}
+    return out
+
+
+def hash_str(text: str) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
+def read_runs(paths: list[Path]) -> pd.DataFrame:
+    from rcp_jax import data
+
+    frames = [data.read_run(p) for p in paths]
+    run = pd.concat(frames, ignore_index=True)
+    return run
+
+
+def emit(args, payload: dict, text: str) -> None:
+    """Print ``payload`` as JSON with ``--json``, else the human-readable ``text``."""
+    if getattr(args, "json", False):
+        json.dump(_plain(payload), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(text)
+
+
+def _plain(obj):
+    from rcp_jax.io import _jsonable
+
+    return _jsonable(obj)
+
+
+def format_board(board: pd.DataFrame) -> str:
+    """Leaderboard as an aligned text table (metrics in columns, systems in rows)."""
+    names = {"qrel_ndcg": "qrel-nDCG", "count_ndcg": "Count-nDCG", "rcp_ndcg": "RCP-nDCG"}
+    cols = [c for c in ("qrel_ndcg", "count_ndcg", "rcp_ndcg") if c in board.columns]
+    width = max([len("system")] + [len(str(s)) for s in board.index])
+    head = f"{'system':<{width}}  " + "  ".join(f"{names[c]:>10}" for c in cols)
+    lines = [head, "-" * len(head)]
+    for s, row in board.iterrows():
+        lines.append(f"{str(s):<{width}}  " + "  ".join(f"{row[c]:>10.4f}" for c in cols))
+    return "\n".join(lines)
+
+
+def board_payload(board: pd.DataFrame) -> dict:
+    return {str(s): {c: float(v) for c, v in row.items()} for s, row in board.iterrows()}
+
+
+def stderr(msg: str) -> None:
+    print(msg, file=sys.stderr)

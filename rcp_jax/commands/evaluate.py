@@ -1,0 +1,59 @@
+"""``rcp-jax evaluate``: RCP-, Count- and qrel-nDCG of runs with a saved calibration."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rcp_jax.commands._common import board_payload, emit, format_board, read_runs
+
+NAME = "evaluate"
+HELP = "score systems' runs with a calibration: per-query RCP-/Count-/qrel-nDCG and a leaderboard"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--calibration", type=Path, required=True, help="calibration folder (from `rcp-jax fit`)")
+    p.add_argument("--runs", type=Path, nargs="+", required=True,
+                   help="run files: TREC (qid Q0 docid rank score tag) or CSV/TSV/JSONL/Parquet (system, query_id, doc_id, score)")
+    p.add_argument("--qrels", type=Path, default=None, help="qrels for qrel-nDCG (TREC or BEIR TSV)")
+    p.add_argument("--pools", type=Path, default=None, help="judged pools (pool restriction and input_order ties)")
+    p.add_argument("--k", type=int, default=10, help="nDCG cut-off (default 10)")
+    p.add_argument("--protocol", default="plain", help="plain, nanobeir, bright, trecdl, vidore or mteb")
+    p.add_argument("--out", type=Path, default=None, help="write per_query.csv and leaderboard.csv here")
+    p.add_argument("--posterior", action="store_true",
+                   help="also report posterior intervals and P(A > B) from the calibration's posterior draws")
+    p.add_argument("--rope", type=float, default=0.02, help="region of practical equivalence |delta| (default 0.02)")
+
+
+def run(args) -> int:
+    import warnings
+
+    from rcp_jax import data
+    from rcp_jax.calibration import load_calibration
+    from rcp_jax.evaluation import evaluate, leaderboard
+    from rcp_jax.io import atomic_write_csv
+
+    cal = load_calibration(args.calibration)
+    runs = read_runs(args.runs)
+    qrels = data.read_qrels(args.qrels) if args.qrels else None
+    pools = data.read_pools(args.pools) if args.pools else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        per_query = evaluate(runs, cal, qrels=qrels, k=args.k, protocol=args.protocol, pools=pools)
+        board = leaderboard(per_query)
+    notes = sorted({str(w.message) for w in caught})
+    payload = {"k": args.k, "protocol": args.protocol, "systems": board_payload(board), "notes": notes}
+    text = [format_board(board), *[f"note: {n}" for n in notes]]
+    if args.out:
+        atomic_write_csv(args.out / "per_query.csv", per_query)
+        atomic_write_csv(args.out / "leaderboard.csv", board.reset_index())
+        text.append(f"written to {args.out}")
+    if args.posterior:
+        from rcp_jax import posterior
+
+        post = posterior.load_posterior(args.calibration.parent / "posterior")
+        table = posterior.posterior_metrics(post, runs, k=args.k, protocol=args.protocol, pools=pools, rope=args.rope)
+        payload["posterior"] = table.to_dict()
+        text.append(table.format())
+    emit(args, payload, "\n".join(text))
+    return 0

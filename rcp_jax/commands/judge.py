@@ -1,0 +1,89 @@
+"""``rcp-jax judge``: run Stage A (tournament) and Stage B (rubric) for a collection into a store."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rcp_jax.commands._common import (
+    add_collection_args, add_judge_args, emit, latent_from_qrels, load_collection, make_judge, pipeline_input, stderr,
+)
+
+NAME = "judge"
+HELP = "judge a collection's pools (tournament + rubric) into an append-only, resumable store"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_collection_args(p)
+    add_judge_args(p)
+    p.add_argument("--store", type=Path, default=Path("rcp_runs/store"), help="judgement store folder (resumable)")
+    p.add_argument("--out", type=Path, default=None, help="also write window_scores.csv, answers.csv, bt.csv here")
+    p.add_argument("--estimate", action="store_true", help="print planned calls, tokens and cost; call nothing")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _estimate(args, collection, judge) -> int:
+    import warnings
+
+    from judging import estimate_cost
+    from rcp_jax import schedule as S
+
+    planned = {"tournament": 0, "rubric": 0}
+    sample = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", S.ScheduleWarning)
+        for q, docs in sorted(collection.pools.items()):
+            counts = S.schedule_counts(len(docs))
+            planned["tournament"] += counts.tournament_calls
+            planned["rubric"] += counts.rubric_windows
+            sample += S.tournament_round1(q, docs, seed=args.seed, dataset=collection.dataset)
+            sample += S.rubric_balanced(q, docs, seed=args.seed, dataset=collection.dataset)
+    est = estimate_cost(sample, judge=judge, documents=collection.documents, queries=collection.queries)
+    tokens_in = tokens_out = 0
+    per_stage = {}
+    for stage, calls in planned.items():
+        s = est.per_stage.get(stage, {"calls": 1, "input_tokens": 0, "output_tokens": 0})
+        per_call_in = s["input_tokens"] / max(s["calls"], 1)
+        per_call_out = s["output_tokens"] / max(s["calls"], 1)
+        per_stage[stage] = {"calls": calls, "input_tokens": round(per_call_in * calls), "output_tokens": round(per_call_out * calls)}
+        tokens_in += per_stage[stage]["input_tokens"]
+        tokens_out += per_stage[stage]["output_tokens"]
+    cost = judge.price(tokens_in, tokens_out)
+    calls = sum(planned.values())
+    payload = {"calls": calls, "input_tokens": tokens_in, "output_tokens": tokens_out, "cost_usd": cost,
+               "per_stage": per_stage, "token_method": est.token_method, "queries": len(collection.pools),
+               "model": args.model, "notes": list(est.notes) + ["adaptive round-3 counts are upper bounds"]}
+    cost_text = "unknown (no price for this model)" if cost is None else f"${cost:,.2f}"
+    lines = [f"plan for {len(collection.pools)} queries with {args.model}: {calls:,} calls "
+             f"({planned['tournament']:,} tournament + {planned['rubric']:,} rubric)",
+             f"tokens: {tokens_in:,} input + {tokens_out:,} output ({est.token_method}); cost {cost_text}",
+             *[f"note: {n}" for n in payload["notes"]], "nothing was called (--estimate)"]
+    emit(args, payload, "\n".join(lines))
+    return 0
+
+
+def run(args) -> int:
+    from rcp_jax.io import atomic_write_csv
+    from rcp_jax.pipeline import judge_collection_sync
+
+    col, pools = load_collection(args)
+    name = args.name or (args.dataset.name if args.dataset else args.rows.stem)
+    collection = pipeline_input(col, pools, name)
+    latent = latent_from_qrels(collection.pools, collection.qrels, args.seed) if args.model == "simulated" else None
+    judge = make_judge(args, latent)
+    if args.estimate:
+        return _estimate(args, collection, judge)
+    quiet = args.quiet or args.json
+    window_scores, answers, bt, calls = judge_collection_sync(
+        collection, judge=judge, store=args.store, seed=args.seed, concurrency=args.concurrency,
+        progress=not quiet, log=None if quiet else stderr,
+    )
+    if args.out:
+        atomic_write_csv(args.out / "window_scores.csv", window_scores)
+        atomic_write_csv(args.out / "answers.csv", answers)
+        atomic_write_csv(args.out / "bt.csv", bt)
+    payload = {"calls": calls, "tournament_windows": int(window_scores["window_id"].nunique()),
+               "rubric_placements": len(answers), "store": str(args.store), "model": args.model}
+    emit(args, payload, f"judged {len(collection.pools)} queries with {args.model}: {calls} calls this run; "
+                        f"store {args.store} (run the same command again to resume; next: rcp-jax fit --store {args.store})")
+    return 0
