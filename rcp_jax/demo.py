@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import numpy as np
@@ -67,12 +68,12 @@ class DemoData:
         return {d: f"{t}\n\n{x}" if t else x for d, t, x in zip(self.corpus["doc_id"], self.corpus["title"], self.corpus["text"])}
 
 
-def _text(source) -> str:
+def _text(source: str | Path | Traversable) -> str:
     """Contents of a path or an ``importlib.resources`` traversable."""
     return (Path(source) if isinstance(source, str) else source).read_text(encoding="utf-8")
 
 
-def read_pools(source) -> pd.DataFrame:
+def read_pools(source: str | Path | Traversable) -> pd.DataFrame:
     """Read a pools TSV (``query_id, doc_id, rank``; a path or a resource) with string ids and int ranks."""
     df = pd.read_csv(io.StringIO(_text(source)), sep="\t", dtype=str)
     if list(df.columns) != ["query_id", "doc_id", "rank"]:
@@ -81,7 +82,7 @@ def read_pools(source) -> pd.DataFrame:
     return df
 
 
-def read_runs(source) -> pd.DataFrame:
+def read_runs(source: str | Path | Traversable) -> pd.DataFrame:
     """Read a runs TSV (``system, query_id, doc_id, score``) with string ids and exact float64 scores."""
     df = pd.read_csv(io.StringIO(_text(source)), sep="\t", dtype=str, keep_default_na=False)
     if list(df.columns) != ["system", "query_id", "doc_id", "score"]:
