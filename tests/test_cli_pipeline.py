@@ -1,0 +1,89 @@
+"""The judge -> fit -> evaluate verbs on the shared tiny dataset, through the real console entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from judging import SimulatedJudge
+from rcp_jax.cli import main
+from rcp_jax.pipeline import PipelineInput, judge_collection_sync
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rcp_jax", *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def tiny(shared_data, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny")
+    rows = [json.loads(line) for line in (shared_data / "reference" / "tiny" / "rows.jsonl").read_text().splitlines()]
+    runs = []
+    for line in (shared_data / "reference" / "tiny" / "systems.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        runs += [(r["system"], r["query_id"], d, s) for d, s in r["scores"].items()]
+    pd.DataFrame(runs, columns=["system", "query_id", "doc_id", "score"]).to_csv(folder / "runs.csv", index=False)
+    with open(folder / "qrels.txt", "w") as fh:
+        for r in rows:
+            for d, g in r["qrels"].items():
+                fh.write(f"{r['query_id']} 0 {d} {int(g)}\n")
+    return folder, shared_data / "reference" / "tiny" / "rows.jsonl"
+
+
+def test_estimate_calls_nothing(tiny):
+    folder, rows = tiny
+    out = cli("judge", "--rows", str(rows), "--estimate", "--store", str(folder / "never"), "--json")
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    assert plan["calls"] == plan["per_stage"]["tournament"]["calls"] + plan["per_stage"]["rubric"]["calls"] > 0
+    assert plan["input_tokens"] > 0
+    assert not (folder / "never").exists()
+
+
+def test_judge_fit_evaluate_round_trip(tiny):
+    folder, rows = tiny
+    store, fitted = folder / "store", folder / "fit"
+    first = cli("judge", "--rows", str(rows), "--store", str(store), "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["calls"] > 0
+    again = cli("judge", "--rows", str(rows), "--store", str(store), "--json")
+    assert json.loads(again.stdout)["calls"] == 0
+    fit = cli("fit", "--store", str(store), "--out", str(fitted), "--json")
+    assert fit.returncode == 0, fit.stderr
+    info = json.loads(fit.stdout)
+    assert info["queries"] == 3 and info["documents"] == 24 and abs(sum(info["gamma"]) - 5) < 1e-4
+    ev = cli("evaluate", "--calibration", str(fitted / "calibration"), "--runs", str(folder / "runs.csv"),
+             "--qrels", str(folder / "qrels.txt"), "--k", "5", "--json", "--out", str(folder / "eval"))
+    assert ev.returncode == 0, ev.stderr
+    systems = json.loads(ev.stdout)["systems"]
+    assert set(systems) == {"bm25", "reranker"}
+    for metrics in systems.values():
+        assert set(metrics) == {"rcp_ndcg", "count_ndcg", "qrel_ndcg"}
+        assert all(0 <= v <= 1 for v in metrics.values())
+    per_query = pd.read_csv(folder / "eval" / "per_query.csv")
+    assert len(per_query) == 6
+
+
+def test_fit_refuses_a_store_mixing_judge_families(tiny, tmp_path):
+    _, rows_path = tiny
+    rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
+    pools = {r["query_id"]: r["doc_ids"] for r in rows}
+    docs = {d: t for r in rows for d, t in zip(r["doc_ids"], r["docs"])}
+    collection = PipelineInput({r["query_id"]: r["query"] for r in rows}, docs, pools)
+    latent = {q: {d: float(i) for i, d in enumerate(p)} for q, p in pools.items()}
+    for model in ("simulated-a", "simulated-b"):
+        judge_collection_sync(collection, judge=SimulatedJudge(latent, model=model), store=tmp_path, progress=False)
+    assert main(["fit", "--store", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
+    assert main(["fit", "--store", str(tmp_path), "--out", str(tmp_path / "x"), "--family", "simulated-b"]) == 0
+
+
+def test_usage_errors_exit_2_with_a_message(tiny, capsys):
+    folder, rows = tiny
+    assert main(["judge", "--store", str(folder / "s2")]) == 2
+    assert "exactly one of --dataset" in capsys.readouterr().err
+    assert main(["evaluate", "--calibration", str(folder / "missing"), "--runs", str(folder / "runs.csv")]) == 2
+    assert "items.json not found" in capsys.readouterr().err
