@@ -9,33 +9,47 @@ Typical use::
     cal = rcp_jax.calibrate(bt, answers)             # query_id, doc_id, C1..C5 (one row per placement)
     per_query = rcp_jax.evaluate(run, cal, qrels=qrels, k=10)
     rcp_jax.leaderboard(per_query)
+    rcp_jax.compare_systems(per_query).sensitivity_table()
 """
 
 __version__ = "0.1.0"
 
+from rcp_jax import data, schedule
 from rcp_jax.calibration import Calibration, calibrate, fit_rubric_only, load_calibration, save_calibration
+from rcp_jax.compare import Comparison, compare_systems, gain_rank_correlation, robustness, sensitivity_report
+from rcp_jax.data import check_run_against_pools, read_beir, read_pools, read_qrels, read_rows, read_run
+from rcp_jax.diagnostics import (
+    brier_score,
+    calibration_report,
+    expected_calibration_error,
+    item_transfer,
+    local_dependence,
+    tau_spread,
+    undistinguishable_queries,
+    undistinguishable_summary,
+)
 from rcp_jax.errors import CalibrationError, DataError, RcpError
 from rcp_jax.evaluation import evaluate, leaderboard
+from rcp_jax.human import ContestSet, contest_verdicts, head_to_head, human_agreement_report, load_contests
 from rcp_jax.metrics import PROTOCOLS, Protocol, QueryScore, gain, score_query
+from rcp_jax.schedule import ScheduleConfig, schedule_counts
 from rcp_jax.tournament import fit_bradley_terry
-from rcp_jax import schedule  # noqa: E402  (public submodule)
 
 __all__ = [
     "__version__",
-    "RcpError",
-    "DataError",
-    "CalibrationError",
-    "gain",
-    "score_query",
-    "Protocol",
-    "PROTOCOLS",
-    "QueryScore",
-    "fit_bradley_terry",
-    "calibrate",
-    "fit_rubric_only",
-    "Calibration",
-    "save_calibration",
-    "load_calibration",
-    "evaluate",
-    "leaderboard",
+    # errors
+    "RcpError", "DataError", "CalibrationError",
+    # gains and metrics
+    "gain", "score_query", "Protocol", "PROTOCOLS", "QueryScore", "evaluate", "leaderboard",
+    # fits
+    "fit_bradley_terry", "calibrate", "fit_rubric_only", "Calibration", "save_calibration", "load_calibration",
+    # data and schedules
+    "data", "schedule", "read_run", "read_qrels", "read_pools", "read_beir", "read_rows",
+    "check_run_against_pools", "ScheduleConfig", "schedule_counts",
+    # statistics
+    "compare_systems", "Comparison", "sensitivity_report", "robustness", "gain_rank_correlation",
+    "undistinguishable_queries", "undistinguishable_summary", "expected_calibration_error", "brier_score",
+    "calibration_report", "local_dependence", "item_transfer", "tau_spread",
+    # agreement with humans
+    "load_contests", "ContestSet", "contest_verdicts", "head_to_head", "human_agreement_report",
 ]
