@@ -185,7 +185,8 @@ class Judgement:
     criteria : rubric only: real doc id -> tuple of K answers in {0, 1} (C1..CK); ``None`` otherwise.
     raw_response : the judge's answer text exactly as received (kept so it can be re-parsed).
     finish_reason : the endpoint's finish reason (``"stop"``, ``"length"``, ``"content_filter"``, ...).
-    attempts : 1-based number of this answer attempt for the window (at most the run's max attempts).
+    attempts : 1-based number of this answer attempt for the window, counted across runs (a window
+        re-asked in a later run continues the count).
     usage : tokens and cost of this call.
     truncated_docs : real doc id -> original length in characters, for documents cut to fit the
         per-window text budget.

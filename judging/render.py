@@ -102,24 +102,24 @@ def fit_budget(lengths: Sequence[int], budget: int | None) -> list[int]:
 
     Returns
     -------
-    int[w] caps, ``caps[i] <= lengths[i]``, ``sum(caps) <= budget`` (when ``budget >= 0``), with every
-    document shorter than the common cap left whole.
+    int[w] caps, ``caps[i] <= lengths[i]``, ``sum(caps) <= budget``: one common level L (documents
+    shorter than L stay whole, longer ones get L or L + 1 so the budget is used up).
     """
     if budget is None or sum(lengths) <= budget:
         return list(lengths)
-    budget = max(int(budget), 0)
+    remaining = max(int(budget), 0)
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     caps = list(lengths)
-    remaining = budget
-    left = len(lengths)
-    for i in order:
-        share = remaining // left
-        if lengths[i] <= share:
+    for rank, i in enumerate(order):
+        left = len(order) - rank
+        if lengths[i] <= remaining // left:
             remaining -= lengths[i]
-        else:
-            caps[i] = share
-            remaining -= share
-        left -= 1
+            continue
+        level = remaining // left  # every document from here on is longer than the level
+        extra = remaining - level * left
+        for k, j in enumerate(order[rank:]):
+            caps[j] = level + (1 if k < extra else 0)
+        break
     return caps
 
 

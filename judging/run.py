@@ -110,7 +110,8 @@ async def judge_windows(
     queries : ``{query_id: text}``.
     concurrency : windows in flight at once (each holds at most one call at a time).
     progress : called with a :class:`JudgeProgress` at the start and after each window.
-    max_attempts : answer attempts per window; an invalid answer is stored and the window re-asked.
+    max_attempts : answer attempts per window in this run; an invalid answer is stored and the window
+        re-asked. Attempts are numbered across runs (a window with 3 stored invalid attempts starts at 4).
 
     Returns
     -------
@@ -163,7 +164,8 @@ async def judge_windows(
             texts = [docs.get(window.query_id, d) for d in window.doc_ids]
             rendered = judge.render(window, queries[window.query_id], texts)
             family = families[window.stage]
-            for attempt in range(1, max_attempts + 1):
+            earlier = st.attempts(window.stage, rid)  # attempts are numbered across runs
+            for attempt in range(earlier + 1, earlier + max_attempts + 1):
                 started = _now()
                 completion = await judge.complete(JudgeRequest(window, rendered, attempt))
                 counts["calls"] += 1
@@ -253,9 +255,12 @@ def judge_windows_sync(windows: Iterable[Window], **kwargs: object) -> list[Judg
     """
     try:
         asyncio.get_running_loop()
+        in_loop = True
     except RuntimeError:
-        return asyncio.run(judge_windows(windows, **kwargs))  # type: ignore[arg-type]
-    raise JudgeInputError(
-        "judge_windows_sync was called inside a running event loop (e.g. Jupyter); use "
-        "'await judge_windows(...)' there instead"
-    )
+        in_loop = False
+    if in_loop:
+        raise JudgeInputError(
+            "judge_windows_sync was called inside a running event loop (e.g. Jupyter); use "
+            "'await judge_windows(...)' there instead"
+        )
+    return asyncio.run(judge_windows(windows, **kwargs))  # type: ignore[arg-type]

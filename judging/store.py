@@ -122,6 +122,7 @@ class JudgementStore:
         self._fds: dict[str, int] = {}
         self._valid: dict[str, dict[str, Judgement]] = {s: {} for s in STAGES}
         self._counts: dict[str, int] = {s: 0 for s in STAGES}
+        self._attempts: dict[str, dict[str, int]] = {s: {} for s in STAGES}
         self._write_lock = threading.Lock()
         self._pending: list[tuple[str, bytes, Judgement, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -162,10 +163,9 @@ class JudgementStore:
                 self._cut_torn_tail(path)
                 self._valid[stage] = {}
                 self._counts[stage] = 0
+                self._attempts[stage] = {}
                 for j in read_judgements(self.folder, stage):
-                    self._counts[stage] += 1
-                    if j.valid:
-                        self._valid[stage].setdefault(j.record_id, j)
+                    self._index(stage, j)
                 existed = path.exists()
                 self._fds[stage] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 if not existed:
@@ -251,9 +251,13 @@ class JudgementStore:
                     buf = buf[n:]
                 os.fsync(fd)
                 for _, j in group:
-                    self._counts[stage] += 1
-                    if j.valid:
-                        self._valid[stage].setdefault(j.record_id, j)
+                    self._index(stage, j)
+
+    def _index(self, stage: str, j: Judgement) -> None:
+        self._counts[stage] += 1
+        self._attempts[stage][j.record_id] = self._attempts[stage].get(j.record_id, 0) + 1
+        if j.valid:
+            self._valid[stage].setdefault(j.record_id, j)
 
     def append(self, judgement: Judgement) -> None:
         """Append one record and fsync it before returning."""
@@ -305,6 +309,11 @@ class JudgementStore:
         """Whether a valid record with ``record_id`` is stored (requires the store to be open)."""
         self._require_open()
         return record_id in self._valid[stage]
+
+    def attempts(self, stage: str, record_id: str) -> int:
+        """How many records (answer attempts, valid or not) ``record_id`` has (requires an open store)."""
+        self._require_open()
+        return self._attempts[stage].get(record_id, 0)
 
     def valid(self, stage: str) -> dict[str, Judgement]:
         """record id -> first valid judgement of ``stage`` (open store: from memory; else read the file)."""
