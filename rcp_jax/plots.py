@@ -99,7 +99,7 @@ def ndcg_distribution(per_query: pd.DataFrame, path, metric: str = "rcp_ndcg") -
     order = per_query.groupby("system")[metric].mean().sort_values().index
     data = [per_query.loc[per_query["system"] == s, metric].dropna().to_numpy() for s in order]
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(order) + 1.5))
-    ax.boxplot(data, vert=False, labels=list(order), showfliers=False)
+    ax.boxplot(data, orientation="horizontal", tick_labels=list(order), showfliers=False)
     rng = np.random.default_rng(0)
     for i, d in enumerate(data, start=1):
         ax.scatter(d, i + rng.uniform(-0.15, 0.15, len(d)), s=8, alpha=0.5, color="tab:blue")

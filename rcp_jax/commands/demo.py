@@ -40,6 +40,17 @@ def run(args) -> int:
         from rcp_jax.plots import write_report_plots
 
         paths.update(write_report_plots(result, args.out))
+    from rcp_jax.compare import compare_systems, sensitivity_report
+    from rcp_jax.io import atomic_write_text
+
+    comparison = compare_systems(result.per_query)
+    sensitivity = sensitivity_report(comparison)
+    atomic_write_text(args.out / "comparison.md", comparison.to_markdown() + "\n\n" + sensitivity + "\n")
+    paths["comparison"] = args.out / "comparison.md"
+    separated = {
+        row.metric: {"separated": int(row.n_separated), "pairs": int(row.n_pairs)}
+        for row in comparison.sensitivity_summary().itertuples()
+    }
     elapsed = time.perf_counter() - started
     board = result.leaderboard
     text = (
@@ -47,12 +58,15 @@ def run(args) -> int:
         f"{board.shape[0]} systems, judge {judge.model!r}\n"
         f"judge calls this run: {result.calls} (answers are reused from {args.out / 'store'})\n\n"
         f"{format_board(board)}\n\n"
-        f"nDCG@{args.k}, mean over queries. Report: {args.out}/ ({', '.join(sorted(p.name for p in map(Path, paths.values())))})\n"
+        f"system pairs separated (paired t-test, p < 0.05): "
+        + ", ".join(f"{m.replace('_ndcg', '')} {v['separated']}/{v['pairs']}" for m, v in separated.items())
+        + f"\nnDCG@{args.k}, mean over queries. Report: {args.out}/ ({', '.join(sorted(p.name for p in map(Path, paths.values())))})\n"
         f"finished in {elapsed:.1f} s"
     )
     payload = {
         "systems": board_payload(board), "k": args.k, "judge": judge.model, "calls": result.calls,
         "queries": len(collection.pools), "report": str(args.out), "seconds": round(elapsed, 2),
+        "pairs_separated": separated,
         "items": {"criteria": result.calibration.criteria, "gamma": result.calibration.gamma,
                   "beta": result.calibration.beta},
     }
