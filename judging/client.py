@@ -162,7 +162,7 @@ class LiteLLMJudge(BaseJudge):
         self._structured: str | None = None
         self.timeout = float(timeout)
         self.max_in_flight = max_in_flight
-        self._sem = asyncio.Semaphore(max_in_flight) if max_in_flight else None
+        self._sems: dict[int, asyncio.Semaphore] = {}  # one per event loop (sync callers run several)
         self.max_transport_retries = int(max_transport_retries)
         self.backoff_base = float(backoff_base)
         self.backoff_max = float(backoff_max)
@@ -278,6 +278,14 @@ class LiteLLMJudge(BaseJudge):
             kw["output_cost_per_token"] = self.output_cost_per_token
         kw.update(self.extra_params)
         return kw
+
+    def _semaphore(self) -> asyncio.Semaphore | None:
+        if not self.max_in_flight:
+            return None
+        key = id(asyncio.get_running_loop())
+        if key not in self._sems:
+            self._sems = {key: asyncio.Semaphore(self.max_in_flight)}
+        return self._sems[key]
 
     async def _call(self, kw: dict[str, Any]) -> Any:
         litellm = self._ensure_litellm()
@@ -395,8 +403,9 @@ class LiteLLMJudge(BaseJudge):
             error: JudgeError | None = None
             delay = 0.0
             try:
-                if self._sem is not None:
-                    async with self._sem:
+                sem = self._semaphore()
+                if sem is not None:
+                    async with sem:
                         resp = await self._call(dict(kw))
                 else:
                     resp = await self._call(dict(kw))

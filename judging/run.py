@@ -14,8 +14,8 @@ Example (runs offline, in a temporary folder)::
     with tempfile.TemporaryDirectory() as folder:
         judgements = judge_windows_sync(windows, judge=SimulatedJudge(latent), store=folder,
                                         documents=documents, queries=queries, concurrency=4)
-        print(judgements[0].scores)     # {'a': ..., 'b': ..., 'c': ...}, floats in [-5, 5]
-        print(judgements[1].criteria)   # {'c': (1, 1, 1, 1, 0), ...}: C1..C5 per document
+        print(judgements[0].scores)     # {'a': 1.0, 'b': -4.0, 'c': 2.0}: scores in [-5, 5]
+        print(judgements[1].criteria)   # {'c': (1, 1, 1, 1, 0), 'a': ..., 'b': ...}: C1..C5 per document
 
 Swap ``SimulatedJudge(latent)`` for ``LiteLLMJudge("openai/gpt-4o-mini")`` (or a vLLM / SGLang /
 Ollama model string with ``api_base=...``) to judge for real; nothing else changes. Running the same

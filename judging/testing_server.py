@@ -129,6 +129,8 @@ class FakeOpenAIServer:
         self._seen: Counter[str] = Counter()
         self._answered: Counter[str] = Counter()
         self.status_counts: Counter[int] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0  # most requests open at once (for tests of client-side caps)
         self.requests: list[dict[str, Any]] = []
         self._runner: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -175,6 +177,14 @@ class FakeOpenAIServer:
         return web.json_response(body, status=status, headers=headers)
 
     async def _chat(self, request: Any) -> Any:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: Any) -> Any:
         from aiohttp import web  # noqa: PLC0415
 
         index = next(self._counter)

@@ -76,6 +76,18 @@ def test_batch_over_http_every_window_stored_once_and_parsed(tmp_path, dataset, 
     assert {(j.window.stage, j.window.sequence, j.window.query_id): (j.scores, j.criteria) for j in out} == local
 
 
+def test_one_judge_serves_several_runs_and_caps_calls_in_flight(tmp_path, dataset, windows, served):
+    queries, documents, _ = dataset
+    server = served(latency=0.02)
+    judge = judge_for(server, max_in_flight=2)
+    kw = dict(judge=judge, store=tmp_path, documents=documents, queries=queries, concurrency=8)
+    first = judge_windows_sync(windows[:6], **kw)  # two event loops, one judge
+    second = judge_windows_sync(windows, **kw)
+    assert len(first) == 6 and len(second) == len(windows)
+    assert judge.ledger.calls == len(windows) == server.status_counts[200]
+    assert server.max_in_flight <= 2
+
+
 def test_rate_limits_and_server_errors_are_retried_then_succeed(tmp_path, dataset, windows, served):
     queries, documents, _ = dataset
     server = served(faults=per_window(Fault(status=429, retry_after=0), Fault(status=500)))

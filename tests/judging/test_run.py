@@ -163,3 +163,15 @@ def test_estimate_before_spending(tmp_path, dataset, windows, sim):
     sampled = estimate_cost(windows, judge=sim, documents=documents, queries=queries, max_counted=2)
     assert sampled.sampled == 4 and sampled.calls == len(windows)
     assert abs(sampled.input_tokens - est.input_tokens) < 0.5 * est.input_tokens
+
+
+def test_the_module_docstring_example_runs(capsys):
+    import textwrap
+
+    import judging.run
+
+    doc = judging.run.__doc__
+    code = textwrap.dedent(doc[doc.index("::") + 2 : doc.index("Swap ")])
+    exec(compile(code, "judging.run example", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("{'a': ") and printed[1].startswith("{'c': (")
