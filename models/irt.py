@@ -122,41 +122,109 @@ def _sum_objective(u, v, t, alpha, theta, criterion, passes, trials, ridge, tota
     return per_query.sum() + 0.5 * ridge * total * ((u**2).sum() + (v**2).sum())
 
 
-@partial(jax.jit, static_argnames=("max_iter",))
-def _calibrate_newton(theta, criterion, passes, trials, u0, v0, t0, a0, ridge, tol, max_iter):
+def _moments(u, v, t, alpha, theta, passes, trials):
+    """Per (query, criterion) sums over cells that give the exact gradient and Hessian (traced helper).
+
+    Cells are criterion-major, ``float[Q, C, K]``. With ``x = tau theta + alpha - beta_c``, ``z = gamma_c x``
+    and the binomial NLL's derivatives in ``z``, ``l1 = trials sigmoid(z) - passes`` and
+    ``l2 = trials sigmoid(z) (1 - sigmoid(z))``, returns float[5, Q, C]:
+    ``[sum l1, sum l1 theta, sum l2, sum l2 theta, sum l2 theta^2]``.
+    """
+    gamma, beta = item_parameters(u, v)
+    tau = jax.nn.softplus(t)
+    z = gamma[None, :, None] * (tau[:, None, None] * theta + (alpha[:, None] - beta[None, :])[:, :, None])
+    s = jax.nn.sigmoid(z)
+    l1, l2 = jax.lax.optimization_barrier((trials * s - passes, trials * s * (1.0 - s)))
+    return jnp.stack([l1.sum(-1), (l1 * theta).sum(-1), l2.sum(-1), (l2 * theta).sum(-1), (l2 * theta * theta).sum(-1)])
+
+
+def _cm_objective(u, v, t, alpha, theta, passes, trials, has_data, ridge, total):
+    """The MAP objective on the sum scale from criterion-major cells (traced helper)."""
+    gamma, beta = item_parameters(u, v)
+    tau = jax.nn.softplus(t)
+    z = gamma[None, :, None] * (tau[:, None, None] * theta + (alpha[:, None] - beta[None, :])[:, :, None])
+    nll = _binomial_nll(z, passes, trials).sum()
+    prior = jnp.where(has_data, (tau - 1.0) ** 2 / (2 * TAU_PRIOR_SD**2) + alpha**2 / (2 * ALPHA_PRIOR_SD**2), 0.0)
+    return nll + prior.sum() + 0.5 * ridge * total * ((u**2).sum() + (v**2).sum())
+
+
+def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, max_iter: int):
+    """Levenberg-Marquardt Newton with exact, analytic Hessians and a Schur complement (traced helper).
+
+    ``theta, passes, trials: float[Q, C, K]`` criterion-major cells. Natural parameters per query are
+    ``(gamma, beta, tau, alpha)``; their gradient and Hessian blocks are closed-form in the five
+    moments of :func:`_moments` (one pass over the cells), then carried to the raw parameters
+    ``(u, v, t, alpha)`` by the chain rule (``gamma = C softmax(u)``, ``beta = v - mean v``,
+    ``tau = softplus(t)``). The shared 2C x 2C system is solved after eliminating every query's 2 x 2
+    block, so an iteration costs O(cells + Q C^2).
+    """
     c = u0.shape[0]
-    total = trials.sum()
+    q = t0.shape[0]
     dtype = theta.dtype
     eps = jnp.finfo(dtype).eps
-
-    def joint(y, th, cr, ps, tr):
-        return _query_terms(y[:c], y[c : 2 * c], y[2 * c :], th, cr, ps, tr)
-
-    hess_q = jax.vmap(jax.hessian(joint), in_axes=(0, 0, 0, 0, 0))
-    grad_q = jax.vmap(jax.grad(joint), in_axes=(0, 0, 0, 0, 0))
+    total = trials.sum()
+    has_data = trials.sum(axis=(1, 2)) > 0
+    eye_s = jnp.eye(2 * c, dtype=dtype)
+    eye_l = jnp.eye(2, dtype=dtype)
+    prior_t, prior_a = 1.0 / TAU_PRIOR_SD**2, 1.0 / ALPHA_PRIOR_SD**2
 
     def objective(s, local):
-        return _sum_objective(
-            s[:c], s[c:], local[:, 0], local[:, 1], theta, criterion, passes, trials, ridge, total
-        )
+        return _cm_objective(s[:c], s[c:], local[:, 0], local[:, 1], theta, passes, trials, has_data, ridge, total)
+
+    def nat_items(s):
+        return jnp.concatenate(item_parameters(s[:c], s[c:]))
+
+    def derivatives(s, local):
+        u, v = s[:c], s[c:]
+        t, alpha = local[:, 0], local[:, 1]
+        gamma, beta = item_parameters(u, v)
+        tau = jax.nn.softplus(t)
+        st = jax.nn.sigmoid(t)
+        s0, s1, a0, a1, a2 = _moments(u, v, t, alpha, theta, passes, trials)  # each [Q, C]
+        dl = (alpha[:, None] - beta[None, :])
+        tq = tau[:, None]
+        g = gamma[None, :]
+        sx = tq * s1 + dl * s0
+        ax = tq * a1 + dl * a0
+        axx = tq * tq * a2 + 2 * tq * dl * a1 + dl * dl * a0
+        axt = tq * a2 + dl * a1
+        # natural gradient: items summed over queries, locals per query
+        g_items = jnp.concatenate([sx.sum(0), -(g * s0).sum(0)])  # [2C]
+        g_tau = (g * s1).sum(1) + jnp.where(has_data, prior_t * (tau - 1.0), 0.0)
+        g_alpha = (g * s0).sum(1) + jnp.where(has_data, prior_a * alpha, 0.0)
+        # natural Hessian: item-item blocks are diagonal in c
+        h_gg, h_gb, h_bb = axx.sum(0), (-g * ax - s0).sum(0), (g * g * a0).sum(0)
+        h_items = jnp.block([[jnp.diag(h_gg), jnp.diag(h_gb)], [jnp.diag(h_gb), jnp.diag(h_bb)]])
+        h_tau_items = jnp.concatenate([g * axt + s1, -g * g * a1], axis=1)  # [Q, 2C]
+        h_alpha_items = jnp.concatenate([g * ax + s0, -g * g * a0], axis=1)
+        h_tt = (g * g * a2).sum(1) + jnp.where(has_data, prior_t, 0.0)
+        h_ta = (g * g * a1).sum(1)
+        h_aa = (g * g * a0).sum(1) + jnp.where(has_data, prior_a, 0.0)
+        # chain rule to raw parameters
+        jac = jax.jacfwd(nat_items)(s)  # [2C, 2C]
+        curv_items = jax.hessian(lambda y: jnp.dot(jax.lax.stop_gradient(g_items), nat_items(y)))(s)
+        g_s = jac.T @ g_items + ridge * total * s
+        h_ss = jac.T @ h_items @ jac + curv_items + ridge * total * eye_s
+        g_l = jnp.stack([g_tau * st, g_alpha], axis=1)  # [Q, 2]
+        h_ls = jnp.stack([(h_tau_items @ jac) * st[:, None], h_alpha_items @ jac], axis=1)  # [Q, 2, 2C]
+        h_tt_raw = h_tt * st * st + g_tau * st * (1.0 - st)
+        h_ll = jnp.stack([jnp.stack([h_tt_raw, h_ta * st], -1), jnp.stack([h_ta * st, h_aa], -1)], axis=1)
+        return g_s, g_l, h_ss, h_ls, h_ll
 
     def body(state):
         s, local, mu, f, it, step = state
-        y = jnp.concatenate([jnp.broadcast_to(s, (local.shape[0], 2 * c)), local], axis=1)
-        g = grad_q(y, theta, criterion, passes, trials)
-        h = hess_q(y, theta, criterion, passes, trials)
-        g_s = g[:, : 2 * c].sum(0) + ridge * total * s
-        g_l = g[:, 2 * c :]
-        h_ss = h[:, : 2 * c, : 2 * c].sum(0) + ridge * total * jnp.eye(2 * c, dtype=dtype)
-        h_ls = h[:, 2 * c :, : 2 * c]
-        h_ll = h[:, 2 * c :, 2 * c :]
+        g_s, g_l, h_ss, h_ls, h_ll = derivatives(s, local)
         scale = jnp.maximum(jnp.abs(jnp.diagonal(h_ss)).max(), 1.0)
-        h_ll_d = h_ll + mu * scale / local.shape[0] * jnp.eye(2, dtype=dtype) + 1e-12
-        inv_ll = jnp.linalg.inv(h_ll_d)
-        schur = h_ss + mu * scale * jnp.eye(2 * c, dtype=dtype) - jnp.einsum("qls,qlm,qmr->sr", h_ls, inv_ll, h_ls)
-        rhs = g_s - jnp.einsum("qls,qlm,qm->s", h_ls, inv_ll, g_l)
+        h_ll_d = h_ll + mu * scale / q * eye_l + 1e-12
+        det = h_ll_d[:, 0, 0] * h_ll_d[:, 1, 1] - h_ll_d[:, 0, 1] * h_ll_d[:, 1, 0]
+        inv_ll = jnp.stack(
+            [jnp.stack([h_ll_d[:, 1, 1], -h_ll_d[:, 0, 1]], -1), jnp.stack([-h_ll_d[:, 1, 0], h_ll_d[:, 0, 0]], -1)], axis=1
+        ) / det[:, None, None]
+        w = jnp.einsum("qlm,qms->qls", inv_ll, h_ls)  # H_ll^-1 H_ls
+        schur = h_ss + mu * scale * eye_s - jnp.einsum("qls,qlr->sr", h_ls, w)
+        rhs = g_s - jnp.einsum("qls,ql->s", w, g_l)
         d_s = jnp.linalg.solve(schur, rhs)
-        d_l = jnp.einsum("qlm,qm->ql", inv_ll, g_l - jnp.einsum("qls,s->ql", h_ls, d_s))
+        d_l = jnp.einsum("qlm,qm->ql", inv_ll, g_l) - jnp.einsum("qls,s->ql", w, d_s)
         ok_dir = jnp.all(jnp.isfinite(d_s)) & jnp.all(jnp.isfinite(d_l))
         s_new = s - jnp.where(ok_dir, d_s, 0.0)
         l_new = local - jnp.where(ok_dir, d_l, 0.0)
@@ -182,6 +250,44 @@ def _calibrate_newton(theta, criterion, passes, trials, u0, v0, t0, a0, ridge, t
     return s[:c], s[c:], local[:, 0], local[:, 1], f / total, iters, step <= tol
 
 
+_calibrate_newton = jax.jit(_calibrate_newton_impl, static_argnames=("max_iter",))
+
+
+def _criterion_major(cells: CalibrationCells, q_pad: int, k_multiple: int = 16):
+    """Rearrange cells to ``float64[q_pad, C, K]`` (theta, passes, trials), K padded to ``k_multiple``.
+
+    Cells of criterion c of query j fill ``[j, c, :count]`` in their original order; padding has
+    trials 0. The layout of :func:`calibration_cells` (criterion = cell index mod C) is a reshape.
+    """
+    q, m = cells.theta.shape
+    c = cells.n_criteria
+    crit = np.asarray(cells.criterion)
+    fields = [np.asarray(x, dtype=np.float64) for x in (cells.theta, cells.passes, cells.trials)]
+    if m % c == 0 and np.array_equal(crit, np.broadcast_to(np.arange(m) % c, crit.shape)):
+        k = m // c
+        moved = [x.reshape(q, k, c).transpose(0, 2, 1) for x in fields]
+    else:
+        counts = np.stack([(crit == j).sum(axis=1) for j in range(c)], axis=1)  # [Q, C]
+        k = int(counts.max()) if counts.size else 0
+        order = np.argsort(crit, axis=1, kind="stable")
+        crit_sorted = np.take_along_axis(crit, order, axis=1)
+        start = np.concatenate([np.zeros((q, 1), np.int64), np.cumsum(counts, axis=1)[:, :-1]], axis=1)
+        pos = np.arange(m)[None, :] - np.take_along_axis(start, crit_sorted, axis=1)
+        rows = np.broadcast_to(np.arange(q)[:, None], (q, m))
+        moved = []
+        for x in fields:
+            y = np.zeros((q, c, k))
+            y[rows, crit_sorted, pos] = np.take_along_axis(x, order, axis=1)
+            moved.append(y)
+    k_pad = max(k_multiple, -(-k // k_multiple) * k_multiple)
+    out = []
+    for y in moved:
+        z = np.zeros((q_pad, c, k_pad))
+        z[:q, :, :k] = y
+        out.append(z)
+    return out
+
+
 def fit_2pl_calibration(
     cells: CalibrationCells,
     *,
@@ -190,6 +296,7 @@ def fit_2pl_calibration(
     tol: float | None = None,
     max_iter: int = 200,
     init: CalibrationFit | None = None,
+    devices=None,
 ) -> CalibrationFit:
     """MAP fit of the 2PL calibration with frozen BT scores (see module docstring).
 
@@ -200,31 +307,48 @@ def fit_2pl_calibration(
         tol: stop when the largest Newton step is below ``tol`` (default 1e-5 f32, 1e-10 f64).
         max_iter: iteration cap.
         init: warm start (e.g. the previous refit); default u = v = 0, tau = 1, alpha = 0.
+        devices: shard the query axis over these devices (default: every device of the default
+            backend; one device means no sharding). Shared item sums become cross-device reductions.
 
     Returns:
         :class:`CalibrationFit` (float64 arrays).
+
+    The query count is padded to a power of two (and cells per criterion to a multiple of 16), so
+    refits with other query counts reuse the compiled solver; padded queries carry no answers.
     """
     x64 = jnp.dtype(dtype) == jnp.float64
     if tol is None:
         tol = 1e-10 if x64 else 1e-5
     q = cells.theta.shape[0]
     c = cells.n_criteria
+    devs = tuple(jax.devices() if devices is None else devices)
+    q_pad = max(len(devs), 1 << max(0, int(q - 1).bit_length()))
+    q_pad = -(-q_pad // len(devs)) * len(devs)
+    theta, passes, trials = _criterion_major(cells, q_pad)
+    if init is None:
+        u0, v0 = np.zeros(c), np.zeros(c)
+        t0, a0 = np.full(q, _SOFTPLUS_INV_ONE), np.zeros(q)
+    else:
+        u0, v0, t0, a0 = init.u, init.v, init.t, init.alpha
+    t0 = np.concatenate([np.asarray(t0, np.float64), np.full(q_pad - q, _SOFTPLUS_INV_ONE)])
+    a0 = np.concatenate([np.asarray(a0, np.float64), np.zeros(q_pad - q)])
     with jax.enable_x64(x64):
-        if init is None:
-            u0, v0 = np.zeros(c), np.zeros(c)
-            t0, a0 = np.full(q, _SOFTPLUS_INV_ONE), np.zeros(q)
-        else:
-            u0, v0, t0, a0 = init.u, init.v, init.t, init.alpha
-        arrays = [jnp.asarray(x, dtype) for x in (cells.theta, cells.criterion, cells.passes, cells.trials)]
-        arrays[1] = jnp.asarray(cells.criterion, jnp.int32)
+        per_query = [jnp.asarray(x, dtype) for x in (theta, passes, trials)]
+        locals0 = [jnp.asarray(x, dtype) for x in (t0, a0)]
+        if len(devs) > 1:
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+            mesh = Mesh(np.asarray(devs), ("query",))
+            per_query = [jax.device_put(x, NamedSharding(mesh, P("query", None, None))) for x in per_query]
+            locals0 = [jax.device_put(x, NamedSharding(mesh, P("query"))) for x in locals0]
         u, v, t, a, f, iters, conv = _calibrate_newton(
-            *arrays, *(jnp.asarray(x, dtype) for x in (u0, v0, t0, a0)), ridge, tol, max_iter
+            *per_query, jnp.asarray(u0, dtype), jnp.asarray(v0, dtype), *locals0, ridge, tol, max_iter
         )
         gamma, beta = item_parameters(u, v)
         tau = jax.nn.softplus(t)
     f64 = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
     return CalibrationFit(
-        gamma=f64(gamma), beta=f64(beta), tau=f64(tau), alpha=f64(a), u=f64(u), v=f64(v), t=f64(t),
+        gamma=f64(gamma), beta=f64(beta), tau=f64(tau)[:q], alpha=f64(a)[:q], u=f64(u), v=f64(v), t=f64(t)[:q],
         objective=float(f), iterations=int(iters), converged=bool(conv),
     )
 
