@@ -51,11 +51,13 @@ class Fault:
     status : answer with this HTTP error status (e.g. 429, 500, 401); ``None``: answer normally.
     delay : seconds to wait first (a slow answer; with ``status=None`` the answer still comes).
     retry_after : value of the ``Retry-After`` header sent with an error status.
+    message : the error message (default ``"injected fault <status>"``), e.g. a context-length text.
     """
 
     status: int | None = None
     delay: float = 0.0
     retry_after: float | None = None
+    message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,7 @@ class FakeOpenAIServer:
                 await asyncio.sleep(fault.delay)
             if fault.status is not None:
                 record["status"] = fault.status
-                return self._error(fault.status, f"injected fault {fault.status}", fault.retry_after)
+                return self._error(fault.status, fault.message or f"injected fault {fault.status}", fault.retry_after)
         if self.latency > 0:
             await asyncio.sleep(self.latency)
         self._answered[key] += 1

@@ -144,6 +144,28 @@ def test_401_fails_fast_naming_model_and_endpoint_never_the_key(tmp_path, datase
         assert secret not in repr(judge)
 
 
+def test_content_filter_is_a_refused_answer_and_is_reasked(tmp_path, dataset, windows, served):
+    queries, documents, _ = dataset
+    blocked = Fault(status=400, message="invalid_request_error: content_policy_violation: the request was rejected")
+    server = served(faults=per_window(blocked))
+    judge = judge_for(server)
+    out = judge_windows_sync(windows[:2], judge=judge, store=tmp_path, documents=documents, queries=queries)
+    assert len(out) == 2
+    first = [r for r in records(tmp_path) if r.attempts == 1]
+    assert all(r.invalid_category == "refused" and r.finish_reason == "content_filter" for r in first)
+
+
+def test_context_overflow_fails_fast_and_names_the_budget(tmp_path, dataset, windows, served):
+    from judging import JudgeRequestError
+
+    queries, documents, _ = dataset
+    too_long = Fault(status=400, message="This model's maximum context length is 8192 tokens. However, you requested 9000 tokens")
+    server = served(faults=lambda ctx: too_long)
+    with pytest.raises(JudgeRequestError, match="max_window_chars"):
+        judge_windows_sync(windows[:1], judge=judge_for(server), store=tmp_path, documents=documents, queries=queries)
+    assert server.status_counts == Counter({400: 1})
+
+
 def test_404_fails_fast_as_not_found(tmp_path, dataset, windows, served):
     queries, documents, _ = dataset
     server = served()
