@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from judging.judge import BaseJudge
-from judging.lookup import PerQuery
+from judging.lookup import PerQuery, check_window_inputs
 from judging.records import Window, record_id
 from judging.render import positional_ids
-from judging.run import _check_inputs
 from judging.store import JudgementStore
 
 
@@ -103,7 +102,7 @@ def estimate_cost(
     """
     windows = list(windows)
     docs: PerQuery[str] = PerQuery(documents)
-    _check_inputs(windows, docs, queries)
+    check_window_inputs(windows, docs, queries)
     skipped = 0
     if store is not None:
         done_ids: dict[str, set[str]] = {}

@@ -8,8 +8,13 @@ The shape is read from the values: mappings mean per query. An empty mapping is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from judging.errors import JudgeInputError
+
+if TYPE_CHECKING:
+    from judging.records import Window
 
 V = TypeVar("V")
 
@@ -41,3 +46,20 @@ class PerQuery(Generic[V]):
         if self.per_query:
             return self._data.get(query_id, {})  # type: ignore[return-value]
         return self._data  # type: ignore[return-value]
+
+
+def check_window_inputs(windows: Sequence[Window], docs: PerQuery[str], queries: Mapping[str, str]) -> None:
+    """Refuse before any call when a query text or a document text is missing."""
+    missing_q = sorted({w.query_id for w in windows if w.query_id not in queries})
+    if missing_q:
+        raise JudgeInputError(
+            f"no query text for {len(missing_q)} quer{'y' if len(missing_q) == 1 else 'ies'} of the windows "
+            f"(first: {missing_q[:5]}); pass queries={{query_id: text}} covering every window"
+        )
+    missing_d = [(w.query_id, d) for w in windows for d in w.doc_ids if not docs.has(w.query_id, d)]
+    if missing_d:
+        shape = "documents[query_id][doc_id]" if docs.per_query else "documents[doc_id]"
+        raise JudgeInputError(
+            f"no text for {len(missing_d)} window document(s) (first (query, doc): {missing_d[:5]}); "
+            f"every document of every window needs its text in {shape}"
+        )

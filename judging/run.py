@@ -33,7 +33,7 @@ from pathlib import Path
 
 from judging.errors import JudgeInputError
 from judging.judge import BaseJudge, JudgeRequest
-from judging.lookup import PerQuery
+from judging.lookup import PerQuery, check_window_inputs
 from judging.parse import parse_answer
 from judging.records import Judgement, Window, record_id
 from judging.store import JudgementStore
@@ -68,23 +68,6 @@ class JudgeProgress:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def _check_inputs(windows: list[Window], docs: PerQuery[str], queries: Mapping[str, str]) -> None:
-    """Refuse before any call when a query text or a document text is missing."""
-    missing_q = sorted({w.query_id for w in windows if w.query_id not in queries})
-    if missing_q:
-        raise JudgeInputError(
-            f"no query text for {len(missing_q)} quer{'y' if len(missing_q) == 1 else 'ies'} of the windows "
-            f"(first: {missing_q[:5]}); pass queries={{query_id: text}} covering every window"
-        )
-    missing_d = [(w.query_id, d) for w in windows for d in w.doc_ids if not docs.has(w.query_id, d)]
-    if missing_d:
-        shape = "documents[query_id][doc_id]" if docs.per_query else "documents[doc_id]"
-        raise JudgeInputError(
-            f"no text for {len(missing_d)} window document(s) (first (query, doc): {missing_d[:5]}); "
-            f"every document of every window needs its text in {shape}"
-        )
 
 
 async def judge_windows(
@@ -138,7 +121,7 @@ async def judge_windows(
         if not isinstance(w, Window):
             raise JudgeInputError(f"windows must be judging.Window objects, got {type(w).__name__}")
     docs: PerQuery[str] = PerQuery(documents)
-    _check_inputs(windows, docs, queries)
+    check_window_inputs(windows, docs, queries)
 
     families = {stage: judge.family(stage) for stage in {w.stage for w in windows}}
     keyed: dict[str, Window] = {}
