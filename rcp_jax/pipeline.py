@@ -166,7 +166,7 @@ class _Progress:
             try:
                 from tqdm.auto import tqdm
 
-                self.bar = tqdm(total=0, desc=desc, unit="win", leave=False)
+                self.bar = tqdm(total=0, desc=desc, unit="win", leave=False, disable=None, mininterval=0.5)
             except ImportError:  # pragma: no cover
                 self.bar = None
         self.calls = 0
