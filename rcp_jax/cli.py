@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rcp-jax`` console script; returns the process exit code."""
+    from judging.errors import JudgeError, JudgeInputError
     from rcp_jax.errors import RcpError
 
     parser = build_parser()
@@ -63,9 +64,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
-    except RcpError as err:
+    except (RcpError, JudgeInputError) as err:
         print(f"rcp-jax {args.verb}: error: {err}", file=sys.stderr)
         return 2
+    except JudgeError as err:  # authentication, endpoint, transport: every answer so far is stored
+        print(f"rcp-jax {args.verb}: judge failed: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"rcp-jax {args.verb}: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
