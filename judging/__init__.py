@@ -12,7 +12,8 @@ Public surface
 - :class:`JudgementStore`, :func:`read_judgements`, :func:`reparse_store`: the append-only store.
 - :func:`estimate_cost`: calls, tokens and cost of a plan before spending anything.
 - :class:`PromptTemplate`, :func:`builtin_template`, :func:`render_window`: prompts.
-- :func:`parse_answer`, :func:`parse_tournament`, :func:`parse_rubric`, :data:`PARSER_VERSION`.
+- :func:`parse_answer`, :func:`parse_tournament`, :func:`parse_rubric`, :func:`parse_lists`,
+  :data:`PARSER_VERSION`.
 - Errors: :class:`JudgeError` and subclasses.
 
 Runnable example: see :mod:`judging.run`.
@@ -33,7 +34,7 @@ from judging.errors import (
 from judging.estimate import Estimate, estimate_cost
 from judging.judge import BaseJudge, Completion, JudgeRequest, Ledger
 from judging.offline import SimulatedJudge, synthetic_dataset
-from judging.parse import PARSER_VERSION, ParseResult, parse_answer, parse_rubric, parse_tournament
+from judging.parse import PARSER_VERSION, ParseResult, parse_answer, parse_lists, parse_rubric, parse_tournament
 from judging.records import INVALID_CATEGORIES, STAGES, JudgeFamily, Judgement, Usage, Window, record_id
 from judging.render import PromptTemplate, RenderedWindow, builtin_template, render_window
 from judging.reparse import reparse_store
@@ -74,6 +75,7 @@ __all__ = [
     "judge_windows",
     "judge_windows_sync",
     "parse_answer",
+    "parse_lists",
     "parse_rubric",
     "parse_tournament",
     "read_judgements",

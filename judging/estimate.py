@@ -70,6 +70,8 @@ def representative_answer(stage: str, n_docs: int, n_criteria: int, reasoning_wo
             "ranking": list(pos),
             "scores": {p: round(4.5 - 9.0 * i / max(n_docs - 1, 1), 1) for i, p in enumerate(pos)},
         }
+    elif stage == "lists":
+        obj = {"reasoning": words, "better": "A"}
     else:
         obj = {
             p: {"reasoning": " ".join(["relevance"] * max(reasoning_words // 3, 1)), "criteria": {f"C{k + 1}": 1 for k in range(n_criteria)}}

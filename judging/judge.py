@@ -137,6 +137,7 @@ class BaseJudge:
             window.doc_ids,
             doc_texts,
             max_window_chars=self.max_window_chars,
+            split=window.split,
         )
 
     async def complete(self, request: JudgeRequest) -> Completion:  # pragma: no cover - interface

@@ -8,6 +8,11 @@ scale) and writes the answer a judge would write, as JSON text:
   integer while keeping their order; ``e_i ~ N(0, 1)``.
 - rubric: criterion c passes with probability ``sigmoid(gamma_c * (latent_i - beta_c))``; the rubric
   reads the latent as the cross-query ability, so per-query decisiveness / shift do not apply.
+- lists (two ranked lists A and B): each document's gain is ``g(latent) = sum_c gamma_c
+  sigmoid(gamma_c (latent - beta_c)) / sum_c gamma_c`` (the RCP gain curve of the judge's items); with
+  ``D = DCG`` of those gains (discount ``1 / log2(rank + 1)``), the judge answers ``"A"`` when
+  ``(D_A - D_B) / max(D_A, D_B) + position_bias + list_noise * e >= 0``, else ``"B"``; ``e ~ N(0, 1)``.
+  ``position_bias > 0`` favours the list shown first (a large value makes a judge that always says A).
 
 Randomness is seeded from (seed, stage, query id, window documents), so a window's answer never
 depends on the order windows are asked in. With ``malformed_rate > 0`` a seeded share of *attempts*
@@ -32,12 +37,13 @@ import json
 import math
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from judging.judge import DEFAULT_MAX_WINDOW_CHARS, BaseJudge, Completion, JudgeRequest
 from judging.lookup import PerQuery
-from judging.records import Usage
-from judging.render import PromptTemplate, positional_ids
+from judging.records import JudgeFamily, Usage
+from judging.render import PromptTemplate, list_positional_ids, positional_ids
 
 #: Published NanoBEIR item parameters (METHOD section 3), the default rubric of the simulated judge.
 DEFAULT_GAMMA: tuple[float, ...] = (1.169, 1.047, 0.940, 1.157, 0.687)
@@ -107,6 +113,8 @@ class SimulatedJudge(BaseJudge):
     seed : base of every random stream.
     decorate : wrap some valid answers in a code fence or a ``<think>`` block (seeded), to exercise
         tolerant decoding.
+    list_noise : lists stage: standard deviation of the noise on the relative DCG difference.
+    position_bias : lists stage: advantage of the list shown first (relative DCG units).
     """
 
     def __init__(
@@ -126,6 +134,8 @@ class SimulatedJudge(BaseJudge):
         model: str = "simulated",
         prompts: Mapping[str, PromptTemplate | str] | None = None,
         max_window_chars: int | None = DEFAULT_MAX_WINDOW_CHARS,
+        list_noise: float = 0.05,
+        position_bias: float = 0.0,
     ) -> None:
         super().__init__(model, prompts=prompts, max_window_chars=max_window_chars)
         if not 0.0 <= malformed_rate <= 1.0:
@@ -143,6 +153,10 @@ class SimulatedJudge(BaseJudge):
         self.seed = int(seed)
         self.decorate = decorate
         self.unknown_latent = float(unknown_latent)
+        if list_noise < 0:
+            raise ValueError(f"list_noise must be >= 0, got {list_noise}")
+        self.list_noise = float(list_noise)
+        self.position_bias = float(position_bias)
 
     # -- settings -------------------------------------------------------------------------------------
 
@@ -158,6 +172,22 @@ class SimulatedJudge(BaseJudge):
                 "decorate": self.decorate,
             },
         }
+
+    def family(self, stage: str) -> JudgeFamily:
+        """As :meth:`BaseJudge.family`; the lists settings enter only the lists family, so tournament and
+        rubric records keep their ids whatever they are."""
+        fam = super().family(stage)
+        if stage != "lists":
+            return fam
+        extra = {"list_noise": self.list_noise, "position_bias": self.position_bias}
+        return replace(fam, decoding={**fam.decoding, "simulator": {**fam.decoding["simulator"], **extra}})
+
+    def _gain(self, latent: float) -> float:
+        total = sum(self.gamma)
+        return sum(g * _sigmoid(g * (latent - b)) for g, b in zip(self.gamma, self.beta, strict=True)) / total
+
+    def _dcg(self, latents: Sequence[float]) -> float:
+        return sum(self._gain(x) / math.log2(r + 2) for r, x in enumerate(latents))
 
     def _per_query(self, value: float | Mapping[str, float], query_id: str, default: float) -> float:
         if isinstance(value, Mapping):
@@ -189,25 +219,38 @@ class SimulatedJudge(BaseJudge):
         doc_ids: Sequence[str | None],
         n_criteria: int = 5,
         attempt: int = 1,
+        split: int = 0,
     ) -> tuple[str, str]:
         """Answer text and finish reason for a window (real ids in shown order; ``None`` = unknown doc).
 
-        The valid content depends only on (seed, stage, query, documents); whether this attempt is
-        malformed depends on the attempt number too.
+        ``split`` (lists stage only) is the length of list A. The valid content depends only on (seed,
+        stage, query, documents, split); whether this attempt is malformed depends on the attempt number too.
         """
         if not doc_ids:
             return "There are no documents in this request to judge.", "stop"
-        key = (self.seed, stage, query_id, list(doc_ids))
+        key = (self.seed, stage, query_id, list(doc_ids)) + ((split,) if stage == "lists" else ())
         rng = _rng(*key)
         pos = positional_ids(len(doc_ids))
         latents = [self._latent(query_id, d) for d in doc_ids]
-        if stage == "tournament":
+        if stage == "lists":
+            if not 1 <= split < len(doc_ids):
+                return "I need two non-empty lists to compare.", "stop"
+            pos = list_positional_ids(len(doc_ids), split)
+            dcg_a, dcg_b = self._dcg(latents[:split]), self._dcg(latents[split:])
+            top = max(dcg_a, dcg_b, 1e-12)
+            margin = (dcg_a - dcg_b) / top + self.position_bias + self.list_noise * rng.gauss(0.0, 1.0)
+            pick = "A" if margin >= 0 else "B"
+            obj: dict[str, Any] = {
+                "reasoning": f"List {pick} places the more useful documents nearer the top.",
+                "better": pick,
+            }
+        elif stage == "tournament":
             dec = self._per_query(self._decisiveness, query_id, 1.0)
             sh = self._per_query(self._shift, query_id, 0.0)
             raw = [dec * lat + sh + self.noise * rng.gauss(0.0, 1.0) for lat in latents]
             scores = distinct_scores(raw)
             ranking = [pos[i] for i in sorted(range(len(pos)), key=lambda i: -scores[i])]
-            obj: dict[str, Any] = {
+            obj = {
                 "reasoning": f"{ranking[0]} serves the query best and {ranking[-1]} least; the rest fall between.",
                 "ranking": ranking,
                 "scores": {p: s for p, s in zip(pos, scores, strict=True)},
@@ -235,6 +278,12 @@ class SimulatedJudge(BaseJudge):
 
     def _malformed(self, kind: str, stage: str, obj: dict[str, Any], pos: Sequence[str]) -> tuple[str, str]:
         obj = json.loads(json.dumps(obj))
+        if stage == "lists" and kind in ("missing_doc", "unknown_doc", "out_of_range"):
+            if kind == "missing_doc":
+                obj.pop("better")
+            else:
+                obj["better"] = "C" if kind == "unknown_doc" else "both"
+            return json.dumps(obj), "stop"
         inner = obj["scores"] if stage == "tournament" else obj
         if kind == "truncated":
             text = json.dumps(obj)
@@ -269,7 +318,8 @@ class SimulatedJudge(BaseJudge):
             await asyncio.sleep(self.latency)
         window = request.window
         text, finish = self.answer(
-            window.stage, window.query_id, window.doc_ids, request.rendered.n_criteria or 5, request.attempt
+            window.stage, window.query_id, window.doc_ids, request.rendered.n_criteria or 5, request.attempt,
+            split=window.split,
         )
         usage = Usage(prompt_tokens=len(request.rendered.text) // 4, completion_tokens=len(text) // 4, cost_usd=0.0)
         self.ledger.add(usage)

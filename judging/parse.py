@@ -7,7 +7,9 @@ trailing commas and raw newlines inside strings. Validation forgives nothing tha
 - every window document exactly once (ids are the positional ``doc_1 .. doc_w`` the judge saw, mapped
   back to the real ids here); an id outside the window is never accepted;
 - tournament scores finite numbers in [-5, 5] (numeric strings allowed, booleans not);
-- rubric criteria exactly C1..CK, each 0 or 1 (``"0"``/``"1"`` allowed; booleans and floats not).
+- rubric criteria exactly C1..CK, each 0 or 1 (``"0"``/``"1"`` allowed; booleans and floats not);
+- a lists answer's ``better`` exactly ``"A"`` or ``"B"`` (case and surrounding spaces forgiven; a tie,
+  ``"both"``, ``"List A"`` or a missing value are not: there is no default pick).
 
 A rejected answer is a :class:`ParseResult` with ``valid=False`` and a category from
 :data:`judging.records.INVALID_CATEGORIES`; there is no default grade.
@@ -50,6 +52,7 @@ class ParseResult:
     detail : a one-line human reason when invalid.
     scores : tournament: real doc id -> score (float in [-5, 5]); ``None`` when invalid or rubric.
     criteria : rubric: real doc id -> (C1, ..., CK) in {0, 1}; ``None`` when invalid or tournament.
+    better : lists: ``"A"`` or ``"B"`` (the list as shown); ``None`` when invalid or another stage.
     """
 
     valid: bool
@@ -57,6 +60,7 @@ class ParseResult:
     detail: str = ""
     scores: dict[str, float] | None = None
     criteria: dict[str, tuple[int, ...]] | None = None
+    better: str | None = None
 
 
 class _Reject(Exception):
@@ -305,8 +309,24 @@ def _validate_rubric(obj: dict[str, Any], doc_ids: Sequence[str], n_criteria: in
     return {doc_ids[i]: answers[p] for i, p in enumerate(positional)}
 
 
+def _validate_lists(obj: dict[str, Any]) -> str:
+    if "better" not in obj:
+        raise _Reject("schema", "no 'better' key; the answer must name list \"A\" or \"B\"")
+    value = obj["better"]
+    if not isinstance(value, str):
+        raise _Reject("schema", f"'better' is {json.dumps(value)}; it must be the string \"A\" or \"B\"")
+    pick = value.strip().upper()
+    if pick not in ("A", "B"):
+        raise _Reject("schema", f"'better' is {value!r}; it must be \"A\" or \"B\" (no ties, no other lists)")
+    return pick
+
+
 def _tournament_shaped(obj: dict[str, Any]) -> bool:
     return "scores" in obj
+
+
+def _lists_shaped(obj: dict[str, Any]) -> bool:
+    return "better" in obj
 
 
 def _rubric_shaped(obj: dict[str, Any]) -> bool:
@@ -336,6 +356,21 @@ def parse_rubric(
         return ParseResult(valid=False, category=r.category, detail=r.detail)
 
 
+def parse_lists(text: str | None, *, finish_reason: str | None = None) -> ParseResult:
+    """Parse a two-list answer ``{"reasoning": ..., "better": "A" | "B"}``; ``better`` is the list as shown.
+
+    >>> parse_lists('{"reasoning": "A puts the answer first.", "better": "a"}').better
+    'A'
+    >>> parse_lists('{"better": "tie"}').category
+    'schema'
+    """
+    try:
+        obj = decode_answer(text, finish_reason=finish_reason, looks_like=_lists_shaped)
+        return ParseResult(valid=True, better=_validate_lists(obj))
+    except _Reject as r:
+        return ParseResult(valid=False, category=r.category, detail=r.detail)
+
+
 def parse_answer(
     text: str | None,
     *,
@@ -344,7 +379,9 @@ def parse_answer(
     n_criteria: int = 5,
     finish_reason: str | None = None,
 ) -> ParseResult:
-    """Dispatch to :func:`parse_tournament` or :func:`parse_rubric` by ``stage``."""
+    """Dispatch to :func:`parse_tournament`, :func:`parse_rubric` or :func:`parse_lists` by ``stage``."""
     if stage == "tournament":
         return parse_tournament(text, doc_ids, finish_reason=finish_reason)
+    if stage == "lists":
+        return parse_lists(text, finish_reason=finish_reason)
     return parse_rubric(text, doc_ids, n_criteria, finish_reason=finish_reason)

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from judging.errors import JudgeInputError
 
-Stage = Literal["tournament", "rubric"]
-STAGES: tuple[str, ...] = ("tournament", "rubric")
+Stage = Literal["tournament", "rubric", "lists"]
+STAGES: tuple[str, ...] = ("tournament", "rubric", "lists")
 
 #: Why an answer was rejected. ``None`` on a valid judgement.
 INVALID_CATEGORIES: tuple[str, ...] = ("no_json", "invalid_json", "schema", "incomplete", "truncated", "refused")
@@ -36,10 +36,14 @@ class Window:
     Attributes
     ----------
     query_id : the query the documents are judged against.
-    stage : ``"tournament"`` (listwise scores) or ``"rubric"`` (per-document yes/no criteria).
+    stage : ``"tournament"`` (listwise scores), ``"rubric"`` (per-document yes/no criteria) or
+        ``"lists"`` (which of two ranked lists serves the query better).
     phase : the schedule's phase name (e.g. ``"round1"``, ``"round1_reversed"``, ``"balanced"``).
     sequence : the window's number within (query, stage, phase); any int the schedule likes.
     doc_ids : the documents in the order the judge sees them (``doc_1`` is ``doc_ids[0]``); distinct.
+        A ``"lists"`` window holds list A then list B (``doc_ids[:split]`` and ``doc_ids[split:]``),
+        each in rank order and distinct within itself; a document may appear in both lists.
+    split : ``"lists"`` only: the length of list A (``1 <= split < len(doc_ids)``); 0 for other stages.
     """
 
     query_id: str
@@ -47,6 +51,7 @@ class Window:
     phase: str
     sequence: int
     doc_ids: tuple[str, ...]
+    split: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "doc_ids", tuple(str(d) for d in self.doc_ids))
@@ -58,9 +63,33 @@ class Window:
             )
         if not self.doc_ids:
             raise JudgeInputError(f"window {self.label}: has no documents; a window needs at least one")
-        if len(set(self.doc_ids)) != len(self.doc_ids):
-            dupes = sorted({d for d in self.doc_ids if self.doc_ids.count(d) > 1})
-            raise JudgeInputError(f"window {self.label}: documents {dupes} appear more than once; ids must be distinct")
+        object.__setattr__(self, "split", int(self.split))
+        if self.stage == "lists":
+            if not 1 <= self.split < len(self.doc_ids):
+                raise JudgeInputError(
+                    f"window {self.label}: split={self.split} must mark the end of list A inside doc_ids "
+                    f"(1 <= split < {len(self.doc_ids)}); both lists need at least one document"
+                )
+            parts = (self.doc_ids[: self.split], self.doc_ids[self.split :])
+        else:
+            if self.split != 0:
+                raise JudgeInputError(f"window {self.label}: split is only for the 'lists' stage; leave it 0")
+            parts = (self.doc_ids,)
+        for part in parts:
+            if len(set(part)) != len(part):
+                dupes = sorted({d for d in part if part.count(d) > 1})
+                raise JudgeInputError(
+                    f"window {self.label}: documents {dupes} appear more than once"
+                    + (" in one list" if self.stage == "lists" else "")
+                    + "; ids must be distinct"
+                )
+
+    @property
+    def lists(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """``"lists"`` windows: (list A, list B) as shown; raises for other stages."""
+        if self.stage != "lists":
+            raise JudgeInputError(f"window {self.label}: only a 'lists' window holds two lists")
+        return self.doc_ids[: self.split], self.doc_ids[self.split :]
 
     @property
     def label(self) -> str:
@@ -68,13 +97,16 @@ class Window:
         return f"{self.query_id}/{self.stage}/{self.phase}#{self.sequence}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "query_id": self.query_id,
             "stage": self.stage,
             "phase": self.phase,
             "sequence": self.sequence,
             "doc_ids": list(self.doc_ids),
         }
+        if self.split:  # only two-list windows carry it, so other records keep their exact form
+            out["split"] = self.split
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Window:
@@ -84,6 +116,7 @@ class Window:
             phase=data["phase"],
             sequence=int(data["sequence"]),
             doc_ids=tuple(data["doc_ids"]),
+            split=int(data.get("split", 0)),
         )
 
 
@@ -135,21 +168,24 @@ class JudgeFamily:
 
 
 def record_id(family: JudgeFamily, window: Window) -> str:
-    """Content hash of (family, query, stage, phase, sequence, documents): the key of a window's answers.
+    """Content hash of (family, query, stage, phase, sequence, documents[, split]): the key of a window's
+    answers.
 
     Every attempt at the same window by the same family shares this id; the store counts a window done
-    once one record with this id is valid.
+    once one record with this id is valid. The split of a two-list window enters the hash; other windows
+    hash exactly as before it existed.
     """
-    return content_hash(
-        {
-            "family": family.family_id,
-            "query_id": window.query_id,
-            "stage": window.stage,
-            "phase": window.phase,
-            "sequence": window.sequence,
-            "doc_ids": list(window.doc_ids),
-        }
-    )
+    payload: dict[str, Any] = {
+        "family": family.family_id,
+        "query_id": window.query_id,
+        "stage": window.stage,
+        "phase": window.phase,
+        "sequence": window.sequence,
+        "doc_ids": list(window.doc_ids),
+    }
+    if window.split:
+        payload["split"] = window.split
+    return content_hash(payload)
 
 
 @dataclass(frozen=True)
@@ -183,6 +219,7 @@ class Judgement:
     invalid_detail : a one-line reason when invalid (e.g. ``"doc_3 missing"``), else ``""``.
     scores : tournament only: real doc id -> score in [-5, 5]; ``None`` otherwise or when invalid.
     criteria : rubric only: real doc id -> tuple of K answers in {0, 1} (C1..CK); ``None`` otherwise.
+    better : lists only: ``"A"`` or ``"B"``, the list (as shown) the judge prefers; ``None`` otherwise.
     raw_response : the judge's answer text exactly as received (kept so it can be re-parsed).
     finish_reason : the endpoint's finish reason (``"stop"``, ``"length"``, ``"content_filter"``, ...).
     attempts : 1-based number of this answer attempt for the window, counted across runs (a window
@@ -210,12 +247,13 @@ class Judgement:
     started_at: str
     finished_at: str
     transport_retries: int = 0
+    better: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         crit = None
         if self.criteria is not None:
             crit = {d: {f"C{k + 1}": int(v) for k, v in enumerate(ans)} for d, ans in self.criteria.items()}
-        return {
+        out: dict[str, Any] = {
             "record_id": self.record_id,
             "family": self.family.to_dict(),
             "window": self.window.to_dict(),
@@ -233,6 +271,9 @@ class Judgement:
             "finished_at": self.finished_at,
             "transport_retries": self.transport_retries,
         }
+        if self.window.stage == "lists":  # tournament and rubric lines keep their exact form
+            out["better"] = self.better
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Judgement:
@@ -260,9 +301,10 @@ class Judgement:
             started_at=data.get("started_at", ""),
             finished_at=data.get("finished_at", ""),
             transport_retries=int(data.get("transport_retries", 0)),
+            better=data.get("better"),
         )
 
 
 def windows_from_dicts(rows: Sequence[Mapping[str, Any]]) -> list[Window]:
-    """Build windows from JSON-like rows with keys query_id, stage, phase, sequence, doc_ids."""
+    """Build windows from JSON-like rows with keys query_id, stage, phase, sequence, doc_ids[, split]."""
     return [Window.from_dict(r) for r in rows]

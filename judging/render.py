@@ -10,6 +10,19 @@ Rendering shows the judge positional ids ``doc_1 .. doc_w`` (never the real ids)
     escaped text
     </doc>
 
+A ``"lists"`` window (two ranked lists, see :class:`judging.records.Window`) is rendered as two list
+blocks whose documents carry the ids ``A1 .. Ak`` and ``B1 .. Bm``::
+
+    <list id="A">
+    <doc id="A1">
+    escaped text
+    </doc>
+    ...
+    </list>
+    <list id="B">
+    ...
+    </list>
+
 Document and query text are escaped like XML text (``&`` ``<`` ``>``), so no document can close its own
 block, open a new one or forge the query. A per-window character budget cuts the longest documents
 first (water-filling) and records which documents were cut and how long they were.
@@ -38,9 +51,9 @@ class PromptTemplate:
 
     Attributes
     ----------
-    stage : ``"tournament"`` or ``"rubric"``.
+    stage : ``"tournament"``, ``"rubric"`` or ``"lists"``.
     text : the template text with ``{{QUERY}}`` and ``{{DOCUMENTS}}`` placeholders.
-    n_criteria : K for a rubric template (criteria C1..CK), 0 for a tournament template.
+    n_criteria : K for a rubric template (criteria C1..CK), 0 for a tournament or lists template.
     name : a label for messages (``"builtin:tournament"``, a file name, ...).
     """
 
@@ -60,8 +73,8 @@ class PromptTemplate:
             )
         if self.stage == "rubric" and self.n_criteria < 1:
             raise PromptError(f"prompt {self.name}: a rubric template needs n_criteria >= 1 (criteria C1..CK)")
-        if self.stage == "tournament" and self.n_criteria != 0:
-            raise PromptError(f"prompt {self.name}: a tournament template takes no criteria (n_criteria=0)")
+        if self.stage != "rubric" and self.n_criteria != 0:
+            raise PromptError(f"prompt {self.name}: a {self.stage} template takes no criteria (n_criteria=0)")
 
     @property
     def hash(self) -> str:
@@ -90,6 +103,11 @@ def unescape_text(text: str) -> str:
 def positional_ids(n: int) -> tuple[str, ...]:
     """``("doc_1", ..., "doc_n")``: the ids the judge sees."""
     return tuple(f"doc_{i + 1}" for i in range(n))
+
+
+def list_positional_ids(n: int, split: int) -> tuple[str, ...]:
+    """``("A1", ..., "A<split>", "B1", ..., "B<n - split>")``: the ids the judge sees in a lists window."""
+    return tuple(f"A{i + 1}" for i in range(split)) + tuple(f"B{i + 1}" for i in range(n - split))
 
 
 def fit_budget(lengths: Sequence[int], budget: int | None) -> list[int]:
@@ -142,9 +160,9 @@ class RenderedWindow:
     ----------
     messages : the chat messages (one ``user`` message holding the rendered template).
     doc_ids : real ids in window order; ``positional[i]`` names ``doc_ids[i]`` for the judge.
-    positional : ``("doc_1", ..., "doc_w")``.
+    positional : ``("doc_1", ..., "doc_w")`` (lists: ``("A1", ..., "B1", ...)``).
     truncated_docs : real doc id -> original length (characters) for documents cut to fit.
-    n_criteria : K for a rubric window, 0 for a tournament window.
+    n_criteria : K for a rubric window, 0 for a tournament or lists window.
     """
 
     messages: tuple[Mapping[str, str], ...]
@@ -166,6 +184,7 @@ def render_window(
     doc_texts: Sequence[str],
     *,
     max_window_chars: int | None = None,
+    split: int = 0,
 ) -> RenderedWindow:
     """Render one window.
 
@@ -176,11 +195,20 @@ def render_window(
     doc_ids, doc_texts : the window's real ids and texts, in presentation order, same length w.
     max_window_chars : budget for the documents' raw text in the window (about 4 characters per token);
         ``None``: no limit. Documents over their share are cut and end with :data:`TRUNCATION_MARKER`.
+    split : lists templates only: the length of list A (``doc_ids[:split]``; list B is the rest).
     """
     if len(doc_ids) != len(doc_texts):
         raise PromptError(f"render_window: {len(doc_ids)} ids but {len(doc_texts)} texts")
+    two_lists = template.stage == "lists"
+    if two_lists and not 1 <= split < len(doc_ids):
+        raise PromptError(f"render_window: a lists window needs 1 <= split < {len(doc_ids)}, got split={split}")
     caps = fit_budget([len(t) for t in doc_texts], max_window_chars)
-    positional = positional_ids(len(doc_ids))
+    if two_lists:  # a document shown in both lists is cut the same way in both
+        shortest: dict[str, int] = {}
+        for did, cap in zip(doc_ids, caps, strict=True):
+            shortest[did] = min(cap, shortest.get(did, cap))
+        caps = [shortest[did] for did in doc_ids]
+    positional = list_positional_ids(len(doc_ids), split) if two_lists else positional_ids(len(doc_ids))
     blocks = []
     truncated: dict[str, int] = {}
     for pid, did, text, cap in zip(positional, doc_ids, doc_texts, caps, strict=True):
@@ -189,9 +217,18 @@ def render_window(
             truncated[did] = len(text)
             body += TRUNCATION_MARKER
         blocks.append(f'<doc id="{pid}">\n{body}\n</doc>')
+    if two_lists:
+        documents = "\n".join(
+            [
+                '<list id="A">', *blocks[:split], "</list>",
+                '<list id="B">', *blocks[split:], "</list>",
+            ]
+        )
+    else:
+        documents = "\n".join(blocks)
     values = {
         "QUERY": escape_text(query_text),
-        "DOCUMENTS": "\n".join(blocks),
+        "DOCUMENTS": documents,
         "N_DOCS": str(len(doc_ids)),
         "DOC_IDS": ", ".join(positional),
     }
@@ -206,7 +243,7 @@ def render_window(
     )
 
 
-_DOC_BLOCK = re.compile(r'<doc id="(doc_\d+)">\n?(.*?)\n?</doc>', re.DOTALL)
+_DOC_BLOCK = re.compile(r'<doc id="(doc_\d+|[AB]\d+)">\n?(.*?)\n?</doc>', re.DOTALL)
 _QUERY_BLOCK = re.compile(r"<query>\n?(.*?)\n?</query>", re.DOTALL)
 
 

@@ -63,6 +63,7 @@ def reparse_store(source: str | Path, target: str | Path, *, stages: tuple[str, 
                         invalid_detail=parsed.detail,
                         scores=parsed.scores,
                         criteria=parsed.criteria,
+                        better=parsed.better,
                     )
                 )
                 written += 1

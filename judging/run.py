@@ -176,6 +176,7 @@ async def judge_windows(
                     started_at=started,
                     finished_at=_now(),
                     transport_retries=completion.transport_retries,
+                    better=parsed.better,
                 )
                 await st.append_async(judgement)
                 if parsed.valid:

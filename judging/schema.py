@@ -56,11 +56,26 @@ def rubric_schema(positional: Sequence[str], n_criteria: int) -> dict[str, Any]:
     }
 
 
+def lists_schema() -> dict[str, Any]:
+    """Schema of a two-list answer: a reasoning and the better list, ``"A"`` or ``"B"``."""
+    return {
+        "type": "object",
+        "properties": {"reasoning": {"type": "string"}, "better": {"type": "string", "enum": ["A", "B"]}},
+        "required": ["reasoning", "better"],
+        "additionalProperties": False,
+    }
+
+
 def response_format(stage: str, positional: Sequence[str], n_criteria: int, mode: str) -> dict[str, Any] | None:
     """The ``response_format`` argument for ``mode`` ``"json_schema"``, ``"json_object"`` or ``"off"``."""
     if mode == "off":
         return None
     if mode == "json_object":
         return {"type": "json_object"}
-    schema = tournament_schema(positional) if stage == "tournament" else rubric_schema(positional, n_criteria)
+    if stage == "lists":
+        schema = lists_schema()
+    elif stage == "tournament":
+        schema = tournament_schema(positional)
+    else:
+        schema = rubric_schema(positional, n_criteria)
     return {"type": "json_schema", "json_schema": {"name": f"{stage}_answer", "schema": schema, "strict": True}}

@@ -4,6 +4,7 @@ Layout::
 
     <folder>/tournament.jsonl   one Judgement per line (valid and invalid attempts)
     <folder>/rubric.jsonl
+    <folder>/lists.jsonl        (two-list comparisons)
     <folder>/.lock              fcntl lock of the (single) writer; holds its pid
     <folder>/<stage>.jsonl.torn fragments cut from the end of a file after a crash
 
@@ -14,6 +15,7 @@ Rules:
   thread, so a slow disk never stalls the event loop.
 - A window is *done* for a family once one record with its :func:`judging.records.record_id` is
   valid. Invalid attempts are kept (for audit and re-parsing) but do not count.
+- A stage's file is created when its first record is written (so a store holds no empty files).
 - Only one process may write a store at a time (``StoreLockedError`` otherwise). Reading never locks.
 - A crash can leave a torn last line. Readers skip it with a warning; a writer opening the store moves
   it to ``<stage>.jsonl.torn`` first. A bad line anywhere else is corruption and raises ``StoreError``.
@@ -166,10 +168,8 @@ class JudgementStore:
                 self._attempts[stage] = {}
                 for j in read_judgements(self.folder, stage):
                     self._index(stage, j)
-                existed = path.exists()
-                self._fds[stage] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                if not existed:
-                    self._fsync_dir()
+                if path.exists():
+                    self._fds[stage] = os.open(path, os.O_WRONLY | os.O_APPEND, 0o644)
         except BaseException:
             self.close()
             raise
@@ -244,7 +244,10 @@ class JudgementStore:
             by_stage.setdefault(stage, []).append((line, j))
         with self._write_lock:
             for stage, group in by_stage.items():
-                fd = self._fds[stage]
+                fd = self._fds.get(stage)
+                if fd is None:  # first record of this stage: create its file
+                    fd = self._fds[stage] = os.open(self.path(stage), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                    self._fsync_dir()
                 buf = memoryview(b"".join(line for line, _ in group))
                 while buf:
                     n = os.write(fd, buf)

@@ -162,11 +162,15 @@ class FakeOpenAIServer:
         """Answer text and finish reason for a prompt (the server's whole 'model')."""
         query_text, blocks = read_rendered(content)
         query_id = self._query_ids.get(query_text) if query_text is not None else None
-        stage = "rubric" if '"criteria"' in content else "tournament"
+        if '"better"' in content:
+            stage = "lists"
+        else:
+            stage = "rubric" if '"criteria"' in content else "tournament"
         ks = [int(k) for k in re.findall(r'"C(\d+)"', content)]
         n_criteria = max(ks) if ks else 5
         doc_ids = [self._doc_id(query_id, text) for _, text in blocks]
-        return self.judge.answer(stage, query_id or "?", doc_ids, n_criteria, attempt)
+        split = sum(1 for pid, _ in blocks if pid.startswith("A")) if stage == "lists" else 0
+        return self.judge.answer(stage, query_id or "?", doc_ids, n_criteria, attempt, split=split)
 
     # -- HTTP -----------------------------------------------------------------------------------------
 
