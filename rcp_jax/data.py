@@ -64,6 +64,7 @@ import numpy as np
 import pandas as pd
 
 from rcp_jax.errors import DataError
+from rcp_jax.io import atomic_write_bytes
 
 __all__ = [
     "FORMATS",
@@ -848,17 +849,27 @@ def _empty(columns: list[str], path: Path) -> pd.DataFrame:
 # writing
 # --------------------------------------------------------------------------------------------------
 def _write_text(path: Path, text: str) -> None:
+    """Write ``text`` (gzipped for ``.gz``) atomically: the file appears whole or not at all."""
     data = text.encode("utf-8")
-    path.write_bytes(gzip.compress(data) if path.suffix.lower() == ".gz" else data)
+    atomic_write_bytes(path, gzip.compress(data, mtime=0) if path.suffix.lower() == ".gz" else data)
 
 
 def _write_table(df: pd.DataFrame, path: Path, fmt: str) -> None:
     df = df.reset_index(drop=True)
     if fmt == "parquet":
-        df.to_parquet(path, index=False)
+        buffer = io.BytesIO()
+        df.to_parquet(buffer, index=False)
+        atomic_write_bytes(path, buffer.getvalue())
     elif fmt in ("csv", "tsv"):
         _write_text(path, df.to_csv(index=False, sep="," if fmt == "csv" else "\t", lineterminator="\n"))
     elif fmt == "jsonl":
-        _write_text(path, df.to_json(orient="records", lines=True, force_ascii=False))
+        # json.dumps writes floats with repr (exact round trip); pandas' to_json keeps only 10 digits
+        records = df.astype(object).where(df.notna(), None).to_dict("records")
+        _write_text(path, "".join(json.dumps(_plain_record(r), ensure_ascii=False) + "\n" for r in records))
     else:
         raise DataError(f"{path}: cannot write format {fmt!r} for this table")
+
+
+def _plain_record(record: dict) -> dict:
+    """A table row with NumPy scalars as Python values (for ``json.dumps``)."""
+    return {k: v.item() if isinstance(v, np.generic) else v for k, v in record.items()}

@@ -141,7 +141,9 @@ def ndcg_flat(
     tie_key = np.asarray(tie_key, dtype=np.int64)
     disc = discounts(k)
 
-    order = np.lexsort((tie_key, -score, group))
+    # group_mean replaces each tie's gains by their mean, whatever their order; ordering a tie by gain
+    # makes that mean's floating-point sum independent of row order and of doc ids (bit for bit).
+    order = np.lexsort((gain_ if ties == "group_mean" else tie_key, -score, group))
     g_sorted = group[order]
     s_sorted = score[order]
     gain_sorted = gain_[order]
