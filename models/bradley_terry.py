@@ -95,26 +95,47 @@ def pair_statistics(
 
 
 def _pair_parts(doc_index, scores, window_query, n_queries: int, n_docs: int):
-    """``(W + W^T, W - W^T)`` of :func:`pair_statistics` from the upper triangle only (traced helper).
+    """Normalised ``(W + W^T, W - W^T) / sum W`` and ``sum W`` per query, from the windows (traced helper).
 
-    Each pair is scattered once, at ``(min(a, b), max(a, b))``, with its weight and signed net win;
-    the full matrices follow by one transpose. Half the scatter updates of :func:`pair_statistics`.
+    Each within-window pair is scattered once, at ``(min(a, b), max(a, b))``, with its weight and its
+    signed net win ``weight (2 p - 1) = weight tanh((s_a - s_b) / 2)`` (p clipped as in
+    :func:`pair_statistics`); the full matrices follow by one transpose. Half the scatter updates of
+    :func:`pair_statistics`, and the per-query normalisation is applied to the window weights before
+    the scatter instead of to the matrices after it.
+
+    Returns ``(both float[Q, N, N], anti float[Q, N, N], total float[Q])``.
     """
-    q, a, b, pw, p = _window_pairs(doc_index, scores, window_query)
-    swap = a > b
-    lo, hi = jnp.where(swap, b, a), jnp.where(swap, a, b)
-    net = jnp.where(swap, -1.0, 1.0) * pw * (2.0 * p - 1.0)
-    size = n_queries * n_docs * n_docs
-    if size < 2**31 - 1:
-        flat = q * (n_docs * n_docs) + lo * n_docs + hi
-        zeros = jnp.zeros(size, scores.dtype)
-        upper_w = zeros.at[flat].add(pw, mode="promise_in_bounds").reshape(n_queries, n_docs, n_docs)
-        upper_n = zeros.at[flat].add(net, mode="promise_in_bounds").reshape(n_queries, n_docs, n_docs)
+    w = doc_index.shape[1]
+    valid = (doc_index >= 0) & (window_query[:, None] >= 0)
+    size = valid.sum(axis=1)
+    weight = jnp.where(size > 1, 2.0 / jnp.maximum(size, 1), 0.0).astype(scores.dtype)
+    wq = jnp.where(window_query >= 0, window_query, 0)
+    n_pairs = (size * (size - 1) // 2).astype(scores.dtype)
+    total = jnp.zeros(n_queries, scores.dtype).at[wq].add(weight * n_pairs, mode="promise_in_bounds")
+    total = jnp.maximum(total, jnp.finfo(scores.dtype).tiny)
+    weight = weight / total[wq]
+    # static slices (no gather): slot i against slots i+1..w-1
+    first = lambda x: jnp.concatenate([jnp.broadcast_to(x[:, i : i + 1], x[:, i + 1 :].shape) for i in range(w - 1)], 1)  # noqa: E731
+    second = lambda x: jnp.concatenate([x[:, i + 1 :] for i in range(w - 1)], 1)  # noqa: E731
+    d = jnp.where(valid, doc_index, -1)
+    a, b = first(d), second(d)
+    ok = (a >= 0) & (b >= 0)
+    lo, hi = jnp.maximum(jnp.minimum(a, b), 0), jnp.maximum(a, b)
+    pw = jnp.where(ok, weight[:, None], 0.0)
+    lim = 1.0 - 2.0 * LABEL_CLIP
+    net = jnp.where(a < b, pw, -pw) * jnp.clip(jnp.tanh(0.5 * (first(scores) - second(scores))), -lim, lim)
+    size_all = n_queries * n_docs * n_docs
+    if size_all < 2**31 - 1:
+        flat = (wq[:, None] * (n_docs * n_docs) + lo * n_docs + hi).ravel()
+        zeros = jnp.zeros(size_all, scores.dtype)
+        upper_w = zeros.at[flat].add(pw.ravel(), mode="promise_in_bounds").reshape(n_queries, n_docs, n_docs)
+        upper_n = zeros.at[flat].add(net.ravel(), mode="promise_in_bounds").reshape(n_queries, n_docs, n_docs)
     else:
+        idx = (jnp.broadcast_to(wq[:, None], lo.shape), lo, hi)
         zeros = jnp.zeros((n_queries, n_docs, n_docs), scores.dtype)
-        upper_w = zeros.at[q, lo, hi].add(pw, mode="promise_in_bounds")
-        upper_n = zeros.at[q, lo, hi].add(net, mode="promise_in_bounds")
-    return upper_w + jnp.swapaxes(upper_w, 1, 2), upper_n - jnp.swapaxes(upper_n, 1, 2)
+        upper_w = zeros.at[idx].add(pw, mode="promise_in_bounds")
+        upper_n = zeros.at[idx].add(net, mode="promise_in_bounds")
+    return upper_w + jnp.swapaxes(upper_w, 1, 2), upper_n - jnp.swapaxes(upper_n, 1, 2), total
 
 
 # --------------------------------------------------------------------------------------------------
@@ -226,7 +247,7 @@ def _log_odds_start(both: jax.Array, anti: jax.Array, ridge) -> jax.Array:
     safe = jnp.where(both > 0, both, 1.0)
     pi = jnp.clip(0.5 + 0.5 * anti / safe, LABEL_CLIP, 1.0 - LABEL_CLIP)
     c = jnp.where(both > 0, both * pi * (1.0 - pi), 0.0)
-    rhs = (c * (jnp.log(pi) - jnp.log1p(-pi))).sum(axis=2)
+    rhs = (c * jnp.log(pi / (1.0 - pi))).sum(axis=2)
     return _pcg(c, c.sum(axis=2) + ridge, rhs, _cg_rtol(both.dtype), 4 * both.shape[1])
 
 
@@ -236,7 +257,8 @@ _N_HALVINGS = 10
 def _newton(both, net, theta0, ridge, tol, max_iter: int):
     """Damped Newton on normalised parts (traced helper). Returns ``(theta, iterations, grad, curv, diag)``.
 
-    Each iteration solves every query's Newton system (:func:`_pcg`) and tries the full step; only
+    Each iteration solves every query's Newton system (:func:`_pcg`, to a relative residual of
+    ``clip(|d_(k-1)|^2, 0.1 sqrt(eps), 0.05)``: inexact far from the optimum) and tries the full step; only
     queries whose full step fails the Armijo test are backtracked (halving, at most 10 times). A query
     has converged when its largest step is below ``tol``, or when quadratic convergence is evident
     (the step shrank at least 10x and the next step predicted from the last two,
@@ -255,7 +277,8 @@ def _newton(both, net, theta0, ridge, tol, max_iter: int):
 
     def body(state):
         theta, f0, grad, curv, diag, it, prev, _ = state
-        delta = _pcg(curv, diag, grad, cg_rtol, 4 * n)
+        # inexact Newton: loose solves while far from the optimum, full precision near it
+        delta = _pcg(curv, diag, grad, jnp.clip(prev * prev, cg_rtol, 0.05), 4 * n)
         slope = (grad * delta).sum(axis=1)
         slack = rel * (jnp.abs(f0) + 1.0)
 
@@ -339,10 +362,20 @@ def standard_errors(theta: jax.Array, wins: jax.Array, ridge: float = DEFAULT_RI
 
 
 def _components(linked: jax.Array, mask: jax.Array):
+    """Label propagation (smallest index wins) over ``linked: bool[Q, N, N]``; see :func:`connected_components`.
+
+    Shortcut: a graph in which every vertex is linked to at least half of the others is connected
+    (any two vertices share a neighbour or are adjacent), which a tournament's dense comparison graphs
+    almost always satisfy; then one degree count replaces the propagation passes.
+    """
     adj = linked & mask[:, :, None] & mask[:, None, :]
     n = mask.shape[1]
     big = jnp.int32(n)
-    labels0 = jnp.where(mask, jnp.arange(n, dtype=jnp.int32)[None, :], big)
+    arange = jnp.arange(n, dtype=jnp.int32)[None, :]
+    labels0 = jnp.where(mask, arange, big)
+    size = mask.sum(axis=1)
+    degree = (adj & ~jnp.eye(n, dtype=bool)).sum(axis=2)
+    dense = jnp.all(jnp.where(mask, 2 * degree >= size[:, None] - 1, True), axis=1) | (size <= 1)
 
     def body(state):
         labels, _ = state
@@ -350,8 +383,16 @@ def _components(linked: jax.Array, mask: jax.Array):
         new = jnp.minimum(labels, neigh)
         return new, jnp.any(new != labels)
 
-    labels, _ = jax.lax.while_loop(lambda s: s[1], body, (labels0, jnp.bool_(True)))
-    roots = mask & (labels == jnp.arange(n)[None, :])
+    def propagate(_):
+        return jax.lax.while_loop(lambda s: s[1], body, (labels0, jnp.bool_(True)))[0]
+
+    def shortcut(_):
+        first = jnp.argmax(mask, axis=1).astype(jnp.int32)
+        return jnp.where(mask, first[:, None], big)
+
+    labels = jax.lax.cond(jnp.all(dense), shortcut, propagate, None)
+    # queries that are not all dense still get exact labels from the propagation
+    roots = mask & (labels == arange)
     return jnp.where(mask, labels, -1), roots.sum(axis=1)
 
 
@@ -376,14 +417,14 @@ def _fit_block(doc_index, scores, window_query, mask, ridge, tol, *, max_iter: i
     Returns ``(theta, se, labels, n_components, iterations)``, the last broadcast to int[Q].
     """
     q, n = mask.shape
-    both_raw, anti_raw = _pair_parts(doc_index, scores, window_query, q, n)
-    both, anti, net, total = _normalise(both_raw, anti_raw)
+    both, anti, total = _pair_parts(doc_index, scores, window_query, q, n)
+    net = anti.sum(axis=2)
     theta0 = _log_odds_start(both, anti, ridge)
     theta, iters, _, _, diag = _newton(both, net, theta0, ridge, tol, max_iter)
     # information of the unnormalised likelihood: the curvature rows of the final Newton state
     info = (diag - ridge) * total[:, None]
     se = 1.0 / jnp.sqrt(jnp.maximum(info, 0.0) + ridge)
-    labels, n_comp = _components(both_raw > 0, mask)
+    labels, n_comp = _components(both > 0, mask)
     return _centre(theta, mask), se, labels, n_comp, jnp.full(q, iters, jnp.int32)
 
 
@@ -399,7 +440,7 @@ def _sharded_fit_block(devices: tuple, max_iter: int):
     spec = P("query")
     fun = jax.shard_map(
         partial(_fit_block, max_iter=max_iter), mesh=mesh,
-        in_specs=(spec, spec, spec, spec, P(), P()), out_specs=(spec,) * 5,
+        in_specs=(spec, spec, spec, spec, P(), P()), out_specs=(spec,) * 5, check_vma=False,
     )
     return jax.jit(fun), mesh
 
