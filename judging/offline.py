@@ -134,7 +134,7 @@ class SimulatedJudge(BaseJudge):
         model: str = "simulated",
         prompts: Mapping[str, PromptTemplate | str] | None = None,
         max_window_chars: int | None = DEFAULT_MAX_WINDOW_CHARS,
-        list_noise: float = 0.05,
+        list_noise: float = 0.01,
         position_bias: float = 0.0,
     ) -> None:
         super().__init__(model, prompts=prompts, max_window_chars=max_window_chars)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from rcp_jax import __version__
 
-VERBS = ("demo", "pool", "judge", "fit", "evaluate", "compare", "diagnose")
+VERBS = ("demo", "pool", "judge", "fit", "evaluate", "compare", "diagnose", "compare_lists")
 
 
 def _load_commands() -> list:
