@@ -354,6 +354,7 @@ def store_tables(store: str | Path, *, family: str | None = None) -> tuple[pd.Da
         records = read_judgements(store, stage, valid_only=True)
         if family is not None:
             records = [j for j in records if j.family.model == family or j.family.family_id.startswith(family)]
+        records.sort(key=lambda j: S.schedule_order(j.window))  # as the pipeline asked them, not as they arrived
         found = {}
         for j in records:
             found.setdefault(j.family.family_id, j.family)

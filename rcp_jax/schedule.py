@@ -91,6 +91,7 @@ __all__ = [
     "rubric_stratified",
     "rasch_abilities",
     "is_reversed",
+    "schedule_order",
 ]
 
 #: Phase-name suffix of the mirrored copy of a round-1 or round-2 window.
@@ -332,6 +333,26 @@ def _windows(query_id, stage, phase, docs, index_lists, *, mirror=False, start=0
 def is_reversed(window: Window) -> bool:
     """Whether ``window`` is the mirrored copy of a round-1 or round-2 window."""
     return window.phase.endswith(REVERSED_SUFFIX)
+
+
+_PHASE_RANK = {"round1": 0, "round2": 1, "balanced": 0, "stratified": 1}
+
+
+def schedule_order(window: Window) -> tuple:
+    """Sort key putting windows in the order the pipeline asks them: phase by phase (round 1, round 2,
+    round-3 batches 1..7; rubric balanced, stratified; other phases after, by name), then query id,
+    then sequence, a reversed copy right after its original.
+
+    Sorting stored judgements with it makes tables read back from a store independent of the order the
+    answers happened to arrive in (which depends on concurrency, kills and resumes).
+    """
+    base = window.phase.removesuffix(REVERSED_SUFFIX)
+    rank = _PHASE_RANK.get(base)
+    if rank is None and base.startswith("round3_b") and base[len("round3_b"):].isdigit():
+        rank = 1 + int(base[len("round3_b"):])
+    unknown = rank is None
+    return (window.stage, unknown, 0 if unknown else rank, base if unknown else "", window.query_id,
+            window.sequence, is_reversed(window))
 
 
 def _degenerate(query_id: str, docs: tuple[str, ...], what: str) -> None:
