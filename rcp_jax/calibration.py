@@ -170,11 +170,13 @@ def calibrate(
             f"and stay uncalibrated (no tau, alpha or gains): {uncal[:5]}",
             stacklevel=2,
         )
-    cal_q = [q for q in q_all if q in q_with]
+    # queries and documents enter the fit sorted by id, so the shared sums (and every bit of the result)
+    # do not depend on the order of the input rows
+    cal_q = sorted(q for q in q_all if q in q_with)
     if not cal_q:
         raise CalibrationError("no query has both BT scores and rubric answers; nothing to calibrate")
     q_index = {q: i for i, q in enumerate(cal_q)}
-    sub = docs[docs["query_id"].isin(q_index)].copy()
+    sub = docs[docs["query_id"].isin(q_index)].sort_values(["query_id", "doc_id"], kind="stable")
     sub["_q"] = sub["query_id"].map(q_index)
     sub["_d"] = sub.groupby("_q", sort=False).cumcount()
     n_q, n_max, k = len(cal_q), int(sub["_d"].max()) + 1, len(crit)
@@ -254,23 +256,35 @@ def fit_rubric_only(answers: pd.DataFrame, *, n_points: int = 561, grid: tuple[f
 
 def save_calibration(calibration: Calibration, folder) -> None:
     """Write a calibration to ``folder``: ``items.json`` (criteria, gamma, beta, method, info),
-    ``queries.csv`` and ``documents.csv``; each file atomically, floats at full precision."""
+    ``queries.csv`` and ``documents.csv``; each file atomically, floats at full precision.
+
+    ``items.json`` is written last and records the SHA-256 of the two tables, so a folder left half
+    rewritten by an interrupted save (new tables, old items) is refused by :func:`load_calibration`.
+    """
+    import hashlib
     from pathlib import Path
 
     from rcp_jax.io import atomic_write_csv, atomic_write_json
 
     folder = Path(folder)
-    atomic_write_csv(folder / "queries.csv", calibration.queries)
-    atomic_write_csv(folder / "documents.csv", calibration.documents)
+    digests = {}
+    for name, table in (("queries.csv", calibration.queries), ("documents.csv", calibration.documents)):
+        digests[name] = hashlib.sha256(atomic_write_csv(folder / name, table).read_bytes()).hexdigest()
     atomic_write_json(
         folder / "items.json",
         {"criteria": calibration.criteria, "gamma": calibration.gamma, "beta": calibration.beta,
-         "method": calibration.method, "info": calibration.info},
+         "method": calibration.method, "info": calibration.info, "files": digests},
     )
 
 
 def load_calibration(folder) -> Calibration:
-    """Read a calibration written by :func:`save_calibration` (ids read back as strings)."""
+    """Read a calibration written by :func:`save_calibration` (ids read back as strings).
+
+    Raises:
+        DataError: a file is missing or unreadable, or the tables do not match ``items.json`` (a save
+            that was interrupted, or files copied from different fits).
+    """
+    import hashlib
     import json
     from pathlib import Path
 
@@ -278,10 +292,27 @@ def load_calibration(folder) -> Calibration:
     items_path = folder / "items.json"
     if not items_path.is_file():
         raise DataError(f"{items_path} not found: point to a folder written by `rcp-jax fit` (save_calibration)")
-    items = json.loads(items_path.read_text())
+    try:
+        items = json.loads(items_path.read_text(encoding="utf-8"))
+        for key in ("criteria", "gamma", "beta"):
+            items[key]  # noqa: B018 - presence check
+    except (ValueError, KeyError, TypeError) as err:
+        raise DataError(f"{items_path} is not a calibration's items file ({err!r}); run `rcp-jax fit` again") from None
+    for name, digest in (items.get("files") or {}).items():
+        path = folder / name
+        if not path.is_file():
+            raise DataError(f"{path} not found; the calibration folder is incomplete: run `rcp-jax fit` again")
+        if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            raise DataError(
+                f"{path} does not match {items_path} (a save was interrupted, or the files come from different "
+                "fits); run `rcp-jax fit` again to rewrite the calibration"
+            )
     ids = {"query_id": str, "doc_id": str}
-    queries = pd.read_csv(folder / "queries.csv", dtype={"query_id": str})
-    documents = pd.read_csv(folder / "documents.csv", dtype=ids)
+    try:
+        queries = pd.read_csv(folder / "queries.csv", dtype={"query_id": str})
+        documents = pd.read_csv(folder / "documents.csv", dtype=ids)
+    except (OSError, ValueError) as err:
+        raise DataError(f"{folder}: cannot read the calibration tables ({err}); run `rcp-jax fit` again") from None
     return Calibration(
         criteria=list(items["criteria"]), gamma=np.asarray(items["gamma"], dtype=np.float64),
         beta=np.asarray(items["beta"], dtype=np.float64), queries=queries, documents=documents,

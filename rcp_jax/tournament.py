@@ -88,6 +88,12 @@ def fit_bradley_terry(
         ['a', 'b', 'c']
     """
     df = validate_window_scores(window_scores)
+    # The arithmetic runs in a canonical order (queries, then windows, sorted by id; documents keep their
+    # order inside a window), so theta does not depend on the order of the input rows, bit for bit.
+    # The output keeps the input's order.
+    input_order = df[["query_id", "doc_id"]].drop_duplicates()
+    canon = np.lexsort((pd.factorize(df["window_id"], sort=True)[0], pd.factorize(df["query_id"], sort=True)[0]))
+    df = df.iloc[canon].reset_index(drop=True)
     q_codes, q_names = pd.factorize(df["query_id"], sort=False)
     df["_q"] = q_codes
     df["_d"] = df.groupby("_q", sort=False)["doc_id"].transform(lambda s: pd.factorize(s)[0])
@@ -118,7 +124,9 @@ def fit_bradley_terry(
             "component": fit.component[rows_q, rows_d],
         }
     )
+    out = input_order.merge(out, on=["query_id", "doc_id"], how="left", validate="one_to_one").reset_index(drop=True)
     n_comp = {str(q_names[i]): int(fit.n_components[i]) for i in range(len(q_names))}
+    n_comp = {q: n_comp[q] for q in dict.fromkeys(input_order["query_id"])}
     out.attrs["n_components"] = n_comp
     broken = {q: k for q, k in n_comp.items() if k > 1}
     if broken:
