@@ -30,6 +30,7 @@ from rcp_jax.diagnostics import (
 )
 from rcp_jax.errors import CalibrationError, DataError, RcpError
 from rcp_jax.evaluation import evaluate, leaderboard
+from rcp_jax.list_compare import ListComparison, compare_ideal_lists, compare_ideal_lists_sync, ideal_lists
 from rcp_jax.human import ContestSet, contest_verdicts, head_to_head, human_agreement_report, load_contests
 from rcp_jax.metrics import PROTOCOLS, Protocol, QueryScore, gain, score_query
 from rcp_jax.schedule import ScheduleConfig, schedule_counts
@@ -50,6 +51,7 @@ __all__ = [
     "compare_systems", "Comparison", "sensitivity_report", "robustness", "gain_rank_correlation",
     "undistinguishable_queries", "undistinguishable_summary", "expected_calibration_error", "brier_score",
     "calibration_report", "local_dependence", "item_transfer", "tau_spread",
+    "ListComparison", "compare_ideal_lists", "compare_ideal_lists_sync", "ideal_lists",
     # agreement with humans
     "load_contests", "ContestSet", "contest_verdicts", "head_to_head", "human_agreement_report",
 ]
