@@ -15,9 +15,9 @@ import jax
 import jax.numpy as jnp
 
 
-@partial(jax.jit, static_argnames=("fun", "max_iter"))
+@partial(jax.jit, static_argnames=("fun", "max_iter", "derivs"))
 def lm_newton(
-    fun: Callable, y0: jax.Array, args, *, max_iter: int = 100, tol: float = 1e-6
+    fun: Callable, y0: jax.Array, args, *, max_iter: int = 100, tol: float = 1e-6, derivs: Callable | None = None
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Minimise ``fun(y, *args_b)`` independently for every batch element b.
 
@@ -27,21 +27,30 @@ def lm_newton(
         args: tuple of arrays with leading batch axis B.
         max_iter: iteration cap.
         tol: stop once every problem's last accepted step has max-norm below ``tol``.
+        derivs: optional ``derivs(y, *args) -> (grad float[P], hess float[P, P])`` of one problem, for
+            objectives whose exact derivatives are cheaper in closed form than by autodiff (default:
+            ``jax.grad`` and ``jax.hessian`` of ``fun``). Pass a module-level function: it is a static
+            argument, so a new object per call would recompile.
 
     Returns:
         (y float[B, P], iterations int, converged bool[B]).
     """
     value = jax.vmap(fun)
-    grad = jax.vmap(jax.grad(fun))
-    hess = jax.vmap(jax.hessian(fun))
+    if derivs is None:
+        grad = jax.vmap(jax.grad(fun))
+        hess = jax.vmap(jax.hessian(fun))
+
+        def grad_hess(y, *a):
+            return grad(y, *a), hess(y, *a)
+    else:
+        grad_hess = jax.vmap(derivs)
     p = y0.shape[1]
     eye = jnp.eye(p, dtype=y0.dtype)
     eps = jnp.finfo(y0.dtype).eps
 
     def body(state):
         y, mu, f, it, step_norm = state
-        g = grad(y, *args)
-        h = hess(y, *args)
+        g, h = grad_hess(y, *args)
         scale = jnp.maximum(jnp.abs(jnp.diagonal(h, axis1=1, axis2=2)).max(axis=1), 1e-12)
         damped = h + (mu * scale)[:, None, None] * eye
         delta = jnp.linalg.solve(damped, g[..., None])[..., 0]

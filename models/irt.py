@@ -383,9 +383,10 @@ def fit_rasch(
     q, n, c = passes.shape
     x64 = jnp.dtype(dtype) == jnp.float64
     with jax.enable_x64(x64):
-        fun = partial(_rasch_objective, ridge=ridge)
+        # ridge travels as an argument (not a partial): the compiled solver is reused across calls
         y, _, _ = lm_newton(
-            fun, jnp.zeros((q, n + c), dtype), (jnp.asarray(passes, dtype), jnp.asarray(trials, dtype)),
+            _rasch_objective, jnp.zeros((q, n + c), dtype),
+            (jnp.asarray(passes, dtype), jnp.asarray(trials, dtype), jnp.full((q,), ridge, dtype)),
             max_iter=max_iter, tol=1e-10 if x64 else 1e-5,
         )
         y = np.asarray(y, dtype=np.float64)
@@ -432,11 +433,89 @@ def _grid_loglik(y, passes, trials, nodes, c):
     return ll
 
 
-def _rubric_only_objective(y, passes, trials, nodes, logw, ridge):
+def _rubric_only_objective(y, passes, trials, count, nodes, logw, ridge):
+    """Mean-scale negative marginal log-likelihood over distinct answer rows, each with its ``count``."""
     c = passes.shape[1]
     ll = _grid_loglik(y, passes, trials, nodes, c) + logw[None, :]
-    marginal = jax.scipy.special.logsumexp(ll, axis=1).sum()
-    return -marginal / jnp.maximum(trials.sum(), 1.0) + 0.5 * ridge * (y**2).sum()
+    marginal = (count * jax.scipy.special.logsumexp(ll, axis=1)).sum()
+    return -marginal / jnp.maximum((count * trials.sum(axis=1)).sum(), 1.0) + 0.5 * ridge * (y**2).sum()
+
+
+def _rubric_only_derivs(y, passes, trials, count, nodes, logw, ridge):
+    """Exact gradient float[2C] and Hessian float[2C, 2C] of :func:`_rubric_only_objective`.
+
+    With ``a = exp(y[:C])``, ``b = y[C:]``, ``z_gc = a_c (x_g - b_c)``, posterior weights ``pi_pg`` of
+    row p over the grid and per-row scores ``s_pg`` (derivative of the row's log-likelihood at node g),
+    the marginal log-likelihood has gradient ``sum_p n_p E_pi[s]`` and Hessian
+    ``sum_p n_p (E_pi[d s] + E_pi[s s^T] - E_pi[s] E_pi[s]^T)`` (Louis' identity). Every posterior
+    expectation is a matrix product of ``pi`` with per-row answer counts, so one pass over the
+    ``rows x grid`` table gives both (autodiff would need ~2C passes for the Hessian).
+    """
+    c = passes.shape[1]
+    a = jnp.exp(y[:c])
+    b = y[c:]
+    e = nodes[:, None] - b[None, :]  # [G, C]
+    z = a[None, :] * e
+    sg = jax.nn.sigmoid(z)
+    fails = trials - passes
+    ll = passes @ jax.nn.log_sigmoid(z).T + fails @ jax.nn.log_sigmoid(-z).T + logw[None, :]  # [P, G]
+    pi = jax.nn.softmax(ll, axis=1)
+    w = count[:, None] * pi
+    total = jnp.maximum((count * trials.sum(axis=1)).sum(), 1.0)
+    wp, wt = w.T @ passes, w.T @ trials  # [G, C]
+    r = wp - sg * wt  # sum_p w r_pgc, r = d loglik / d z
+    q = sg * (1.0 - sg) * wt  # sum_p w (-d^2 loglik / d z^2)
+    # gradient of sum_p n_p log-marginal in (a, b)
+    g_a = (r * e).sum(0)
+    g_b = -a * r.sum(0)
+    # E[second derivatives] (block diagonal in c)
+    h_aa = -(q * e * e).sum(0)
+    h_ab = a * (q * e).sum(0) - r.sum(0)
+    h_bb = -a * a * q.sum(0)
+    # E[s s^T]: sum_pg w r_pgc r_pgc' from products of answer counts
+    outer = lambda x, v: (x[:, :, None] * v[:, None, :]).reshape(x.shape[0], c * c)  # noqa: E731
+    m_pp = (w.T @ outer(passes, passes)).reshape(-1, c, c)
+    m_pt = (w.T @ outer(passes, trials)).reshape(-1, c, c)
+    m_tt = (w.T @ outer(trials, trials)).reshape(-1, c, c)
+    s1 = sg[:, :, None]
+    s2 = sg[:, None, :]
+    k = m_pp - m_pt * s2 - jnp.swapaxes(m_pt, 1, 2) * s1 + m_tt * s1 * s2  # [G, C, C]
+    ea, eb = e, -jnp.broadcast_to(a[None, :], e.shape)
+    ss_aa = jnp.einsum("gcd,gc,gd->cd", k, ea, ea)
+    ss_ab = jnp.einsum("gcd,gc,gd->cd", k, ea, eb)
+    ss_bb = jnp.einsum("gcd,gc,gd->cd", k, eb, eb)
+    # E[s] per row, then sum_p n_p E[s] E[s]^T
+    va = passes * (pi @ e) - trials * (pi @ (sg * e))
+    vb = -a[None, :] * (passes - trials * (pi @ sg))
+    v = jnp.concatenate([va, vb], axis=1)
+    mean_outer = (v * count[:, None]).T @ v
+    hess = jnp.block([[jnp.diag(h_aa) + ss_aa, jnp.diag(h_ab) + ss_ab], [jnp.diag(h_ab) + ss_ab.T, jnp.diag(h_bb) + ss_bb]])
+    hess = hess - mean_outer
+    grad = jnp.concatenate([g_a, g_b])
+    # chain rule to y = (log a, b) and the mean scale / sign of the objective
+    d = jnp.concatenate([a, jnp.ones(c, y.dtype)])
+    hess_y = d[:, None] * hess * d[None, :] + jnp.diag(jnp.concatenate([a * g_a, jnp.zeros(c, y.dtype)]))
+    eye = jnp.eye(2 * c, dtype=y.dtype)
+    return -(d * grad) / total + ridge * y, -hess_y / total + ridge * eye
+
+
+def _distinct_rows(passes: np.ndarray, trials: np.ndarray, multiple: int = 64):
+    """Distinct ``(passes, trials)`` rows, their counts and each item's row, padded to a power of two.
+
+    Items with equal answer counts have equal marginal likelihoods and posteriors, so the marginal ML
+    only needs each distinct row once, weighted by how often it occurs (at most ``prod(trials + 1)``
+    rows; a few thousand for ~7 placements x 5 criteria, however many items there are).
+    """
+    rows = np.concatenate([passes, trials], axis=1)
+    uniq, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    n = len(uniq)
+    size = max(multiple, 1 << max(0, int(n - 1).bit_length()))
+    pad = np.zeros((size, rows.shape[1]))
+    pad[:n] = uniq
+    count = np.zeros(size)
+    count[:n] = counts
+    c = passes.shape[1]
+    return pad[:, :c], pad[:, c:], count, np.asarray(inverse).reshape(-1)
 
 
 def fit_rubric_only(
@@ -459,25 +538,31 @@ def fit_rubric_only(
 
     Returns:
         :class:`RubricOnlyFit`.
+
+    The likelihood is evaluated once per distinct answer row (weighted by its count), so the cost
+    grows with the number of distinct rows, not with the number of items.
     """
     passes = np.asarray(passes, dtype=np.float64)
     trials = np.asarray(trials, dtype=np.float64)
     c = passes.shape[1]
     nodes, logw = quadrature_grid(n_points, *grid)
+    u_pass, u_trial, count, inverse = _distinct_rows(passes, trials)
     with jax.enable_x64(True):
-        p_j, t_j, n_j, w_j = (jnp.asarray(x) for x in (passes, trials, nodes, logw))
-        fun = partial(_rubric_only_objective, nodes=n_j, logw=w_j, ridge=ridge)
+        p_j, t_j, k_j, n_j, w_j = (jnp.asarray(x) for x in (u_pass, u_trial, count, nodes, logw))
         y0 = jnp.zeros((1, 2 * c))
-        y, _, conv = lm_newton(fun, y0, (p_j[None], t_j[None]), max_iter=max_iter, tol=1e-9)
+        args = (p_j[None], t_j[None], k_j[None], n_j[None], w_j[None], jnp.full((1,), ridge))
+        y, _, conv = lm_newton(
+            _rubric_only_objective, y0, args, max_iter=max_iter, tol=1e-9, derivs=_rubric_only_derivs
+        )
         y = y[0]
         ll = _grid_loglik(y, p_j, t_j, n_j, c) + w_j[None, :]
         post = jax.nn.softmax(ll, axis=1)
         mean = post @ n_j
         sd = jnp.sqrt(jnp.maximum(post @ n_j**2 - mean**2, 0.0))
-        loglik = float(jax.scipy.special.logsumexp(ll, axis=1).sum())
+        loglik = float((k_j * jax.scipy.special.logsumexp(ll, axis=1)).sum())
         a = np.asarray(jnp.exp(y[:c]))
         b = np.asarray(y[c:])
-        mean, sd = np.asarray(mean), np.asarray(sd)
+        mean, sd = np.asarray(mean)[inverse], np.asarray(sd)[inverse]
     s = c / a.sum()
     shift = -b.mean() / s
     return RubricOnlyFit(
