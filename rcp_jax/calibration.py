@@ -139,6 +139,7 @@ def calibrate(
         if col not in bt.columns:
             raise DataError(f"BT scores are missing column {col!r}; expected query_id, doc_id, theta")
     ans, crit = validate_answers(answers)
+    n_components = bt.attrs.get("n_components") if isinstance(bt.attrs.get("n_components"), dict) else None
     bt = bt.loc[:, ["query_id", "doc_id", "theta"]].copy()
     bt["query_id"] = bt["query_id"].astype(str)
     bt["doc_id"] = bt["doc_id"].astype(str)
@@ -187,17 +188,21 @@ def calibrate(
     theta[qi, di] = sub["theta"].to_numpy(dtype=np.float64)
     passes[qi, di] = sub[[f"{c}_pass" for c in crit]].fillna(0.0).to_numpy()
     trials[qi, di] = sub["placements"].to_numpy()[:, None]
-    fit = irt.fit_2pl_calibration(
-        irt.calibration_cells(theta, passes, trials), ridge=ridge,
-        dtype=jnp.float64 if float64 else jnp.float32, max_iter=max_iter,
-    )
+    cells = irt.calibration_cells(theta, passes, trials)
+    dtype = jnp.float64 if float64 else jnp.float32
+    fit = irt.fit_2pl_calibration(cells, ridge=ridge, dtype=dtype, max_iter=max_iter)
+    fit, restarts = _restart_collapsed(fit, cells, ridge=ridge, dtype=dtype, max_iter=max_iter)
     if not fit.converged:
         warnings.warn(f"2PL calibration did not converge in {fit.iterations} iterations", stacklevel=2)
 
     tau = pd.Series(fit.tau, index=cal_q)
     alpha = pd.Series(fit.alpha, index=cal_q)
     docs["ability"] = docs["query_id"].map(tau) * docs["theta"] + docs["query_id"].map(alpha)
+    _refuse_non_finite(fit, tau, alpha, docs, float64)
     docs["gain"] = np.where(docs["ability"].notna(), gain(docs["ability"].fillna(0.0), fit.gamma, fit.beta), np.nan)
+    flags = degenerate_data_flags(docs, crit, tau, n_components)
+    for flag in flags:
+        warnings.warn(flag["message"], CalibrationWarning, stacklevel=2)
     passed = docs[[f"{c}_pass" for c in crit]].sum(axis=1)
     docs["count_gain"] = np.where(docs["placements"] > 0, passed / (k * docs["placements"].where(docs["placements"] > 0, 1)), np.nan)
     docs["placements"] = docs["placements"].astype(np.int64)
@@ -215,8 +220,116 @@ def calibrate(
         criteria=crit, gamma=fit.gamma, beta=fit.beta, queries=queries, documents=docs.reset_index(drop=True),
         method="map",
         info={"objective": fit.objective, "iterations": fit.iterations, "converged": fit.converged,
-              "ridge": ridge, "float64": float64},
+              "ridge": ridge, "float64": float64, "restarts": restarts, "flags": flags},
     )
+
+
+def _restart_collapsed(fit, cells, *, ridge, dtype, max_iter, attempts: int = 2):
+    """Warm restarts of the 2PL fit while some query's tau has collapsed to ~0.
+
+    The Newton iteration works on ``t`` with ``tau = softplus(t)``: an early step can throw ``t`` far
+    negative, where its gradient vanishes and the query stays at tau ~ 0 although a much better optimum
+    exists (seen when other queries are degenerate). Restarting from the fitted items, with those queries'
+    (tau, alpha) reset to (1, 0), finds it; a restart is kept only if it lowers the objective.
+    """
+    import dataclasses
+
+    restarts = 0
+    for _ in range(attempts):
+        collapsed = fit.tau < TAU_COLLAPSED
+        if not collapsed.any():
+            break
+        t = np.where(collapsed, np.log(np.expm1(1.0)), fit.t)
+        start = dataclasses.replace(fit, t=t, alpha=np.where(collapsed, 0.0, fit.alpha))
+        again = irt.fit_2pl_calibration(cells, ridge=ridge, dtype=dtype, max_iter=max_iter, init=start)
+        if not again.objective <= fit.objective:
+            break
+        fit, restarts = again, restarts + 1
+    return fit, restarts
+
+
+class CalibrationWarning(UserWarning):
+    """The calibration finished, but some of its data is degenerate (the message names the ids)."""
+
+
+#: below this, a query's scale tau has collapsed: its documents all get (almost) the same gain
+TAU_COLLAPSED = 1e-3
+
+
+def _refuse_non_finite(fit, tau: pd.Series, alpha: pd.Series, docs: pd.DataFrame, float64: bool) -> None:
+    """A fit that produced NaN or infinities is an error, never NaN gains handed on silently."""
+    bad = [name for name, v in (("gamma", fit.gamma), ("beta", fit.beta), ("tau", tau.to_numpy()),
+                                ("alpha", alpha.to_numpy())) if not np.isfinite(np.asarray(v, dtype=np.float64)).all()]
+    calibrated = docs["query_id"].isin(tau.index).to_numpy()
+    ability = docs["ability"].to_numpy(dtype=np.float64)
+    if not np.isfinite(ability[calibrated]).all():
+        bad.append("ability of documents " + str(docs.loc[calibrated & ~np.isfinite(ability), "doc_id"].tolist()[:5]))
+    if bad:
+        raise CalibrationError(
+            f"the 2PL calibration produced non-finite values ({'; '.join(bad)}); "
+            + ("retry with float64=True (rcp-jax fit --float64), " if not float64 else "")
+            + "and check the answers for degenerate queries or criteria"
+        )
+
+
+def degenerate_data_flags(
+    documents: pd.DataFrame, criteria: list[str], tau: pd.Series, n_components: dict[str, int] | None = None
+) -> list[dict]:
+    """What a finished calibration could not learn from its data, one flag per kind (ids listed).
+
+    Kinds: ``query_all_fail`` / ``query_all_pass`` (every rubric answer of a query is 0 / 1: its tau and
+    alpha rest on the prior, its gains sit at the floor / ceiling), ``criterion_never_passed`` /
+    ``criterion_always_passed`` (the criterion's difficulty rests on the prior), ``bt_no_spread`` (every
+    document of a query has the same BT score: the judge stated no preference), ``bt_disconnected``
+    (scores of different components are not comparable), ``tau_collapsed`` (tau < 1e-3: the query's
+    documents all get the same gain).
+
+    Args:
+        documents: ``query_id, doc_id, theta, placements, C1_pass..CK_pass`` (placement counts).
+        criteria: C1..CK. tau: per calibrated query. n_components: BT components per query.
+
+    Returns:
+        list of ``{"kind", "ids", "message"}``.
+    """
+    flags = []
+
+    def flag(kind: str, noun: tuple[str, str], ids: list, text: str) -> None:
+        if ids:
+            shown = ", ".join(repr(str(i)) for i in ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+            what = f"{noun[0] if len(ids) == 1 else noun[1]} {shown}"
+            flags.append({"kind": kind, "ids": [str(i) for i in ids], "message": text.format(what=what)})
+
+    query, criterion = ("query", "queries"), ("criterion", "criteria")
+    k = len(criteria)
+    judged = documents[documents["placements"] > 0]
+    per_q = judged.groupby("query_id", sort=True)
+    passes = per_q[[f"{c}_pass" for c in criteria]].sum().sum(axis=1)
+    trials = per_q["placements"].sum() * k
+    flag("query_all_fail", query, list(passes.index[passes == 0]),
+         "every rubric answer of {what} is 0: tau and alpha rest on the prior and the gains sit at the floor; "
+         "check the pool and the rubric answers")
+    flag("query_all_pass", query, list(passes.index[passes == trials]),
+         "every rubric answer of {what} is 1: tau and alpha rest on the prior and the gains sit at the ceiling; "
+         "check the pool and the rubric answers")
+    c_pass = judged[[f"{c}_pass" for c in criteria]].sum()
+    c_trials = judged["placements"].sum()
+    flag("criterion_never_passed", criterion, [c for c in criteria if c_pass[f"{c}_pass"] == 0],
+         "no document passes {what}: beta rests on the prior (the criterion is very hard, or the "
+         "judge never says yes); check the rubric answers")
+    flag("criterion_always_passed", criterion, [c for c in criteria if c_pass[f"{c}_pass"] == c_trials],
+         "every document passes {what}: beta rests on the prior; check the rubric answers")
+    theta = documents.groupby("query_id", sort=True)["theta"]
+    spread = theta.max() - theta.min()
+    flag("bt_no_spread", query, list(spread.index[(spread <= 1e-9) & (theta.size() > 1)]),
+         "every document of {what} has the same Bradley-Terry score (the judge gave every document of every window "
+         "the same score): the documents get one gain; check the judge's tournament answers")
+    flag("bt_disconnected", query, sorted(q for q, n in (n_components or {}).items() if n > 1),
+         "the tournament of {what} is disconnected: gains of different components are not comparable; judge "
+         "windows that mix them")
+    flag("tau_collapsed", query, list(tau.index[tau.to_numpy() < TAU_COLLAPSED]),
+         "the scale tau of {what} collapsed to ~0: its documents all get the same gain, as its BT scores do not "
+         "explain its rubric answers")
+    return flags
 
 
 def fit_rubric_only(answers: pd.DataFrame, *, n_points: int = 561, grid: tuple[float, float] = (-18.0, 10.0)) -> Calibration:

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from rcp_jax import __version__
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rcp-jax`` console script; returns the process exit code."""
-    from judging.errors import JudgeError, JudgeInputError
+    from judging.errors import JudgeError, JudgeInputError, StoreError
     from rcp_jax.errors import RcpError
 
     parser = build_parser()
@@ -62,17 +63,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "verb", None):
         parser.print_help()
         return 2
+
+    def show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
+        # the message already names the file, line and id; the library's own source line would only confuse
+        print(f"rcp-jax {args.verb}: warning: {message}", file=sys.stderr if file is None else file)
+
+    previous = warnings.showwarning
+    warnings.showwarning = show_warning
     try:
         return int(args._run(args) or 0)
-    except (RcpError, JudgeInputError) as err:
+    except (RcpError, JudgeInputError, StoreError) as err:  # bad input, a damaged or locked store
         print(f"rcp-jax {args.verb}: error: {err}", file=sys.stderr)
         return 2
     except JudgeError as err:  # authentication, endpoint, transport: every answer so far is stored
         print(f"rcp-jax {args.verb}: judge failed: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print(f"rcp-jax {args.verb}: interrupted; run the same command again to resume", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        print(f"rcp-jax {args.verb}: {err or 'interrupted'}", file=sys.stderr)
+        if "run the same command again" not in str(err):
+            print(f"rcp-jax {args.verb}: run the same command again to resume", file=sys.stderr)
         return 130
+    finally:
+        warnings.showwarning = previous
 
 
 if __name__ == "__main__":  # pragma: no cover

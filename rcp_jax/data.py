@@ -83,6 +83,7 @@ __all__ = [
     "write_pools",
     "check_pools",
     "check_run_against_pools",
+    "check_pools_against_collection",
 ]
 
 FORMATS = ("trec", "csv", "tsv", "jsonl", "parquet")
@@ -561,6 +562,53 @@ def check_pools(pools: pd.DataFrame, queries: Iterable[str] | None = None) -> No
         )
 
 
+def check_pools_against_collection(
+    pools: pd.DataFrame,
+    *,
+    corpus: pd.DataFrame | None = None,
+    queries: pd.DataFrame | None = None,
+    min_size: int = 1,
+) -> None:
+    """Check pools against the collection they will be judged from, before any judge call.
+
+    Args:
+        pools: ``query_id, doc_id[, rank]`` (e.g. from :func:`read_pools`; its index and
+            ``attrs["source"]`` locate offending lines).
+        corpus: ``doc_id, ...``: every pooled document needs its text here.
+        queries: ``query_id, ...``: every pooled query needs its text here.
+        min_size: the smallest pool allowed (the RCP pipeline needs 2: a tournament compares documents).
+
+    Raises:
+        DataError: naming the pools file, line and id, and the fix.
+    """
+    q = pools["query_id"].astype(str).to_numpy()
+    d = pools["doc_id"].astype(str).to_numpy()
+    for ids, table, col, what in ((q, queries, "query_id", "queries"), (d, corpus, "doc_id", "corpus")):
+        if table is None:
+            continue
+        unknown = ~np.isin(ids, table[col].astype(str).to_numpy())
+        if unknown.any():
+            i = int(np.flatnonzero(unknown)[0])
+            name = f"query {q[i]!r}" if col == "query_id" else f"document {d[i]!r} of query {q[i]!r}"
+            raise DataError(
+                f"{_where(pools, pools.index[i], 'pools')}: {name} is not in the {what} "
+                f"({table.attrs.get('source', what)}; {len(set(ids[unknown]))} such ids, e.g. "
+                f"{sorted(set(ids[unknown]))[:5]}); fix the id in the pools or add the missing "
+                f"{'query' if col == 'query_id' else 'document'} to the {what}"
+            )
+    sizes = pools.groupby(pools["query_id"].astype(str), sort=False).size()
+    small = sizes[sizes < min_size]
+    if len(small):
+        qid = small.index[0]
+        i = int(np.flatnonzero(q == qid)[0])
+        raise DataError(
+            f"{_where(pools, pools.index[i], 'pools')}: the pool of query {qid!r} has {int(small.iloc[0])} "
+            f"document(s) ({len(small)} such pools, e.g. {list(small.index[:5])}); at least {min_size} are "
+            "needed (the tournament compares documents, and a query is calibrated through it): add candidates "
+            "to the pool or drop the query"
+        )
+
+
 def write_pools(pools: pd.DataFrame, path: str | Path, *, fmt: str | None = None) -> Path:
     """Write pools as a table ``query_id, doc_id, rank`` or a TREC run (score = -rank, tag ``pool``)."""
     path = _path(path)
@@ -574,7 +622,9 @@ def write_pools(pools: pd.DataFrame, path: str | Path, *, fmt: str | None = None
     return path
 
 
-def check_run_against_pools(run: pd.DataFrame, pools: pd.DataFrame, *, unknown_docs: str = "error") -> None:
+def check_run_against_pools(
+    run: pd.DataFrame, pools: pd.DataFrame, *, unknown_docs: str = "error", against: str | None = None
+) -> None:
     """Check that a run scores only pooled queries and documents.
 
     Args:
@@ -584,6 +634,7 @@ def check_run_against_pools(run: pd.DataFrame, pools: pd.DataFrame, *, unknown_d
         unknown_docs: a scored document outside its query's pool: ``"error"`` (default), ``"warn"``
             or ``"ignore"`` (protocols such as ``bright`` and ``plain`` rank unpooled documents with
             gain 0).
+        against: what the pools are, for messages (default: ``pools.attrs["source"]`` or "the pools").
 
     Raises:
         DataError: a query of the run has no pool, or (``unknown_docs="error"``) a document is not in
@@ -594,6 +645,7 @@ def check_run_against_pools(run: pd.DataFrame, pools: pd.DataFrame, *, unknown_d
     rq = run["query_id"].astype(str).to_numpy()
     rd = run["doc_id"].astype(str).to_numpy()
     pq = pools["query_id"].astype(str)
+    where_pools = against or pools.attrs.get("source") or "the pools"
     pooled_queries = set(pq)
     missing_q = ~np.isin(rq, list(pooled_queries))
     if missing_q.any():
@@ -601,7 +653,8 @@ def check_run_against_pools(run: pd.DataFrame, pools: pd.DataFrame, *, unknown_d
         n = len(set(rq[missing_q]))
         raise DataError(
             f"{_where(run, run.index[i], 'run')}: query {rq[i]!r} (system {str(run['system'].iloc[i])!r}) has no pool "
-            f"({n} such queries); build pools for it or drop it from the run"
+            f"in {where_pools} ({n} such queries, e.g. {sorted(set(rq[missing_q]))[:5]}); fix the query id, judge "
+            "that query, or drop it from the run"
         )
     pairs = pd.MultiIndex.from_arrays([pq.to_numpy(), pools["doc_id"].astype(str).to_numpy()])
     outside = ~pd.MultiIndex.from_arrays([rq, rd]).isin(pairs)
@@ -609,11 +662,11 @@ def check_run_against_pools(run: pd.DataFrame, pools: pd.DataFrame, *, unknown_d
         i = int(np.flatnonzero(outside)[0])
         msg = (
             f"{_where(run, run.index[i], 'run')}: system {str(run['system'].iloc[i])!r} scores document {rd[i]!r} "
-            f"of query {rq[i]!r}, which is not in that query's pool ({int(outside.sum())} such rows)"
+            f"of query {rq[i]!r}, which is not in that query's pool in {where_pools} ({int(outside.sum())} such rows)"
         )
         if unknown_docs == "error":
-            raise DataError(msg + "; score only pooled documents, or pass unknown_docs='ignore' for protocols "
-                            "that rank unpooled documents with gain 0")
+            raise DataError(msg + "; score only pooled documents, or pass unknown_docs='ignore' (on the command "
+                            "line --unknown-docs ignore) for protocols that rank unpooled documents with gain 0")
         warnings.warn(msg, PoolWarning, stacklevel=2)
 
 

@@ -62,6 +62,11 @@ class PipelineInput:
         for q, docs in self.pools.items():
             if not docs:
                 raise DataError(f"pool of query {q!r} is empty; give it candidates or drop the query")
+            if len(docs) == 1:
+                raise DataError(
+                    f"pool of query {q!r} has a single document ({docs[0]!r}): the tournament needs two to "
+                    "compare, and a query is calibrated through its tournament; add candidates or drop the query"
+                )
             if len(set(docs)) != len(docs):
                 dup = next(d for d in docs if docs.count(d) > 1)
                 raise DataError(f"document {dup!r} appears twice in the pool of query {q!r}; list it once")
@@ -350,10 +355,17 @@ def store_tables(store: str | Path, *, family: str | None = None) -> tuple[pd.Da
 
     store = Path(store)
     tables, families = {}, {}
+    if not store.is_dir():
+        raise DataError(f"{store}: no such judgement store folder; run `rcp-jax judge --store {store}` first")
     for stage in ("tournament", "rubric"):
         records = read_judgements(store, stage, valid_only=True)
         if family is not None:
+            everyone = {j.family.family_id: j.family.model for j in records}
             records = [j for j in records if j.family.model == family or j.family.family_id.startswith(family)]
+            if everyone and not records:
+                listed = ", ".join(f"{fid} (model {m!r})" for fid, m in everyone.items())
+                raise DataError(f"{store / (stage + '.jsonl')} has no {stage} judgements of family {family!r}; "
+                                f"it holds {listed}: pass one of these models or family ids to --family")
         records.sort(key=lambda j: S.schedule_order(j.window))  # as the pipeline asked them, not as they arrived
         found = {}
         for j in records:
@@ -368,6 +380,13 @@ def store_tables(store: str | Path, *, family: str | None = None) -> tuple[pd.Da
             raise DataError(f"{store / (stage + '.jsonl')} has no valid {stage} judgements; run `rcp-jax judge` first")
         families[stage] = next(iter(found.values())).to_dict()
         tables[stage] = tournament_table(records) if stage == "tournament" else rubric_table(records)
+    t, r = families["tournament"], families["rubric"]
+    if (t["model"], t["decoding"]) != (r["model"], r["decoding"]):
+        raise DataError(
+            f"{store}: the tournament was judged by family {t['family_id']} (model {t['model']!r}) but the rubric by "
+            f"family {r['family_id']} (model {r['model']!r}, or other decoding settings); one calibration needs one "
+            "judge: judge both stages with the same model and settings, or pick one with --family"
+        )
     return tables["tournament"], tables["rubric"], families
 
 

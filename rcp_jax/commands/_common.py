@@ -44,10 +44,13 @@ def load_collection(args) -> tuple[Any, pd.DataFrame | None]:
 
 
 def pipeline_input(col, pools: pd.DataFrame, name: str):
+    from rcp_jax.data import check_pools_against_collection
     from rcp_jax.pipeline import PipelineInput
 
     if pools is None:
         raise DataError("no pools: pass --pools (build them with `rcp-jax pool`)")
+    # before any judge call, naming the pools file and line
+    check_pools_against_collection(pools, corpus=col.corpus, queries=col.queries, min_size=2)
     return PipelineInput.from_tables(col.corpus, col.queries, pools, qrels=col.qrels if len(col.qrels) else None, dataset=name)
 
 

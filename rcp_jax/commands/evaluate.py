@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rcp_jax.commands._common import board_payload, emit, format_board, read_runs
+from rcp_jax.commands._common import board_payload, emit, format_board
 
 NAME = "evaluate"
 HELP = "score systems' runs with a calibration: per-query RCP-/Count-/qrel-nDCG and a leaderboard"
@@ -23,10 +23,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--posterior", action="store_true",
                    help="also report posterior intervals and P(A > B) from the calibration's posterior draws")
     p.add_argument("--rope", type=float, default=0.02, help="region of practical equivalence |delta| (default 0.02)")
+    p.add_argument("--unknown-docs", choices=["error", "warn", "ignore"], default="error",
+                   help="a run scoring a document outside its query's pool (--pools, else the calibration): refuse "
+                        "(default), warn, or ignore (protocols such as plain and bright rank them with gain 0)")
 
 
 def run(args) -> int:
     import warnings
+
+    import pandas as pd
 
     from rcp_jax import data
     from rcp_jax.calibration import load_calibration
@@ -34,11 +39,18 @@ def run(args) -> int:
     from rcp_jax.io import atomic_write_csv
 
     cal = load_calibration(args.calibration)
-    runs = read_runs(args.runs)
     qrels = data.read_qrels(args.qrels) if args.qrels else None
     pools = data.read_pools(args.pools) if args.pools else None
+    judged = pools if pools is not None else cal.documents[["query_id", "doc_id"]]
+    against = str(args.pools) if pools is not None else f"the calibration ({args.calibration})"
+    frames = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        for path in args.runs:  # checked file by file, so a message names the file and line
+            run_file = data.read_run(path)
+            data.check_run_against_pools(run_file, judged, unknown_docs=args.unknown_docs, against=against)
+            frames.append(run_file)
+        runs = pd.concat(frames, ignore_index=True)
         per_query = evaluate(runs, cal, qrels=qrels, k=args.k, protocol=args.protocol, pools=pools)
         board = leaderboard(per_query)
     notes = sorted({str(w.message) for w in caught})
