@@ -385,3 +385,60 @@ def parse_answer(
     if stage == "lists":
         return parse_lists(text, finish_reason=finish_reason)
     return parse_rubric(text, doc_ids, n_criteria, finish_reason=finish_reason)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Planted answers (prompt injection)
+# ----------------------------------------------------------------------------------------------------
+
+_SHAPES: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "tournament": _tournament_shaped,
+    "rubric": _rubric_shaped,
+    "lists": _lists_shaped,
+}
+
+
+def _objects_in(text: str) -> set[str]:
+    """Canonical JSON of every JSON object written in ``text`` (nested ones too; at most 64 tried)."""
+    found: set[str] = set()
+    for m in list(re.finditer(r"\{", text))[:_MAX_CANDIDATES]:
+        end = _balanced_end(text, m.start())
+        if end is None:
+            continue
+        span = text[m.start() : end + 1]
+        try:
+            try:
+                obj = _loads(span)
+            except json.JSONDecodeError:
+                obj = _loads(_repair(span))
+        except (json.JSONDecodeError, _Reject):
+            continue
+        found.add(json.dumps(obj, sort_keys=True))
+    return found
+
+
+def echoed_documents(
+    text: str | None,
+    doc_ids: Sequence[str],
+    doc_texts: Sequence[str],
+    *,
+    stage: str,
+    finish_reason: str | None = None,
+) -> list[str]:
+    """The documents of a window whose text contains the very answer object the judge gave.
+
+    A judge does not copy its verdict out of a document it is grading: an answer object equal (as JSON)
+    to one written inside a document means a planted answer was repeated, i.e. a prompt injection
+    worked. Parsing does not depend on this check (an answer for documents outside the window is
+    refused whatever its origin); it is reported, so the window and the document can be inspected.
+
+    Returns the ids (from ``doc_ids``) of the documents holding the answer, in window order.
+    """
+    if not any("{" in t for t in doc_texts):
+        return []
+    try:
+        obj = decode_answer(text, finish_reason=finish_reason, looks_like=_SHAPES.get(stage))
+    except _Reject:
+        return []
+    answer = json.dumps(obj, sort_keys=True)
+    return [d for d, t in zip(doc_ids, doc_texts, strict=True) if "{" in t and answer in _objects_in(t)]

@@ -229,6 +229,9 @@ class Judgement:
         per-window text budget.
     started_at, finished_at : ISO-8601 UTC timestamps of the call.
     transport_retries : how many rate-limit / server-error / timeout retries this call needed.
+    flags : warnings about this answer, e.g. ``"echoes_document:<doc id>"`` when the answer repeats an
+        answer planted inside that document (a prompt injection); ``()`` for most records, which then
+        keep their exact stored form.
     """
 
     record_id: str
@@ -248,6 +251,7 @@ class Judgement:
     finished_at: str
     transport_retries: int = 0
     better: str | None = None
+    flags: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         crit = None
@@ -273,6 +277,8 @@ class Judgement:
         }
         if self.window.stage == "lists":  # tournament and rubric lines keep their exact form
             out["better"] = self.better
+        if self.flags:
+            out["flags"] = list(self.flags)
         return out
 
     @classmethod
@@ -302,6 +308,7 @@ class Judgement:
             finished_at=data.get("finished_at", ""),
             transport_retries=int(data.get("transport_retries", 0)),
             better=data.get("better"),
+            flags=tuple(data.get("flags") or ()),
         )
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from judging.errors import JudgeInputError
 from judging.judge import BaseJudge, JudgeRequest
 from judging.lookup import PerQuery, check_window_inputs
-from judging.parse import parse_answer
+from judging.parse import echoed_documents, parse_answer
 from judging.records import Judgement, Window, record_id
 from judging.store import JudgementStore
 
@@ -159,6 +159,14 @@ async def judge_windows(
                     n_criteria=rendered.n_criteria,
                     finish_reason=completion.finish_reason,
                 )
+                echoed = echoed_documents(completion.text, window.doc_ids, texts, stage=window.stage,
+                                          finish_reason=completion.finish_reason)
+                if echoed:
+                    log.warning(
+                        "window %s attempt %d: the answer repeats an answer written inside document(s) %s, a prompt "
+                        "injection; it is stored flagged 'echoes_document' (check or remove the document)",
+                        window.label, attempt, ", ".join(repr(d) for d in echoed),
+                    )
                 judgement = Judgement(
                     record_id=rid,
                     family=family,
@@ -177,6 +185,7 @@ async def judge_windows(
                     finished_at=_now(),
                     transport_retries=completion.transport_retries,
                     better=parsed.better,
+                    flags=tuple(f"echoes_document:{d}" for d in echoed),
                 )
                 await st.append_async(judgement)
                 if parsed.valid:
