@@ -390,6 +390,17 @@ def store_tables(store: str | Path, *, family: str | None = None) -> tuple[pd.Da
     return tables["tournament"], tables["rubric"], families
 
 
+def flag_notes(store: str | Path) -> list[str]:
+    """One line per flagged valid judgement of ``store`` (e.g. an answer repeating text planted in a document)."""
+    from judging import read_judgements
+
+    notes = []
+    for stage in ("tournament", "rubric"):
+        for j in read_judgements(store, stage, valid_only=True):
+            notes.extend(f"window {j.window.label}: {flag} (see the judgement store)" for flag in j.flags)
+    return notes
+
+
 def judge_collection_sync(collection: PipelineInput, **kwargs) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
     """:func:`judge_collection` for synchronous callers; Ctrl-C leaves every received answer stored."""
     try:

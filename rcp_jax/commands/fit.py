@@ -28,7 +28,7 @@ def run(args) -> int:
 
     from rcp_jax.calibration import calibrate, save_calibration
     from rcp_jax.io import atomic_write_csv, atomic_write_json
-    from rcp_jax.pipeline import store_tables
+    from rcp_jax.pipeline import flag_notes, store_tables
     from rcp_jax.tournament import fit_bradley_terry
 
     window_scores, answers, families = store_tables(args.store, family=args.family)
@@ -36,7 +36,7 @@ def run(args) -> int:
         warnings.simplefilter("always")
         bt = fit_bradley_terry(window_scores, float64=args.float64)
         cal = calibrate(bt, answers, float64=args.float64)
-    notes = [str(w.message) for w in caught]
+    notes = [str(w.message) for w in caught] + flag_notes(args.store)
     atomic_write_csv(args.out / "window_scores.csv", window_scores)
     atomic_write_csv(args.out / "answers.csv", answers)
     atomic_write_csv(args.out / "bt.csv", bt)

@@ -64,7 +64,7 @@ def _estimate(args, collection, judge) -> int:
 
 def run(args) -> int:
     from rcp_jax.io import atomic_write_csv
-    from rcp_jax.pipeline import judge_collection_sync
+    from rcp_jax.pipeline import flag_notes, judge_collection_sync
 
     col, pools = load_collection(args)
     name = args.name or (args.dataset.name if args.dataset else args.rows.stem)
@@ -82,8 +82,11 @@ def run(args) -> int:
         atomic_write_csv(args.out / "window_scores.csv", window_scores)
         atomic_write_csv(args.out / "answers.csv", answers)
         atomic_write_csv(args.out / "bt.csv", bt)
+    notes = flag_notes(args.store)
     payload = {"calls": calls, "tournament_windows": int(window_scores["window_id"].nunique()),
-               "rubric_placements": len(answers), "store": str(args.store), "model": args.model}
-    emit(args, payload, f"judged {len(collection.pools)} queries with {args.model}: {calls} calls this run; "
-                        f"store {args.store} (run the same command again to resume; next: rcp-jax fit --store {args.store})")
+               "rubric_placements": len(answers), "store": str(args.store), "model": args.model, "notes": notes}
+    emit(args, payload, "\n".join([
+        f"judged {len(collection.pools)} queries with {args.model}: {calls} calls this run; "
+        f"store {args.store} (run the same command again to resume; next: rcp-jax fit --store {args.store})",
+        *[f"note: {n}" for n in notes]]))
     return 0

@@ -13,6 +13,7 @@ import pytest
 
 from judging import BaseJudge, Completion, SimulatedJudge, Usage, Window, judge_windows_sync, read_judgements
 from judging.render import read_rendered
+from rcp_jax.pipeline import flag_notes
 
 QUERY = "how do lighthouses warn ships?"
 HONEST = {f"d{i}": f"Lighthouse fact number {i}: lenses, lamps and fog horns ({i})." for i in range(6)}
@@ -104,3 +105,6 @@ def test_a_judge_repeating_a_planted_answer_is_reported(tmp_path, caplog):
     assert "echoes_document" not in json.dumps(stored[1].to_dict())  # clean records keep their exact form
     warned = [r.getMessage() for r in caplog.records if "planted" in r.getMessage()]
     assert warned and "q/tournament/round1#0" in warned[0] and "prompt injection" in warned[0]
+    # `rcp-jax judge` and `rcp-jax fit` print these as notes (and put them in their --json output)
+    assert flag_notes(tmp_path / "store") == [
+        "window q/tournament/round1#0: echoes_document:planted (see the judgement store)"]
