@@ -20,9 +20,9 @@ Usage: ``python _driver.py SPEC.json``. The spec (JSON object) holds:
 - ``latency``: seconds each simulated-judge call waits before answering (a slow judge, for Ctrl-C).
 - ``malformed_rate``: share of malformed first answers of the simulated judge (part of its family).
 - ``debug_logging``: ``logging.basicConfig(level=DEBUG)`` before anything runs.
-- ``fake_server`` (optional): ``{"rows": path, "api_key": key or null}`` starts
-  :class:`judging.testing_server.FakeOpenAIServer` over that collection; the string ``{FAKE_URL}`` in
-  a command is replaced by its URL.
+- ``fake_server`` (optional): ``{"rows": path, "api_key": key or null, "api_key_env": variable}`` starts
+  :class:`judging.testing_server.FakeOpenAIServer` over that collection (requiring the key given, or the
+  one in that environment variable); the string ``{FAKE_URL}`` in a command is replaced by its URL.
 
 Nothing here changes what the verbs compute: the hooks only observe, delay, or kill.
 """
@@ -164,8 +164,8 @@ def _start_fake_server(cfg: dict):
     queries = {r["query_id"]: r["query"] for r in rows}
     documents = {r["query_id"]: dict(zip(r["doc_ids"], r["docs"])) for r in rows}
     latent = {r["query_id"]: {d: float(r.get("qrels", {}).get(d, 0)) - 1.0 for d in r["doc_ids"]} for r in rows}
-    return FakeOpenAIServer(SimulatedJudge(latent, seed=2), queries=queries, documents=documents,
-                            api_key=cfg.get("api_key")).start()
+    key = os.environ[cfg["api_key_env"]] if cfg.get("api_key_env") else cfg.get("api_key")
+    return FakeOpenAIServer(SimulatedJudge(latent, seed=2), queries=queries, documents=documents, api_key=key).start()
 
 
 def main() -> int:
