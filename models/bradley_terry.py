@@ -237,18 +237,26 @@ def _cg_rtol(dtype) -> float:
     return float(np.sqrt(np.finfo(dtype).eps)) * 0.1
 
 
-def _log_odds_start(both: jax.Array, anti: jax.Array, ridge) -> jax.Array:
+def _log_odds_start(both: jax.Array, anti: jax.Array, ridge, *, with_degree: bool = False):
     """Starting scores: weighted least squares of ``theta_a - theta_b`` on the pair log-odds.
 
     With ``pi_ab = W_ab / (W_ab + W_ba)`` (clipped to [0.01, 0.99]) and Fisher weights
     ``c_ab = both_ab pi_ab (1 - pi_ab)``, minimise ``sum c_ab (theta_a - theta_b - logit pi_ab)^2``: a
     Laplacian system solved like a Newton step. Close to the BT optimum when pairs are well observed.
+    With ``with_degree`` also returns each document's number of distinct comparison partners
+    (int[Q, N]), counted in the same pass.
     """
-    safe = jnp.where(both > 0, both, 1.0)
+    linked = both > 0
+    safe = jnp.where(linked, both, 1.0)
     pi = jnp.clip(0.5 + 0.5 * anti / safe, LABEL_CLIP, 1.0 - LABEL_CLIP)
-    c = jnp.where(both > 0, both * pi * (1.0 - pi), 0.0)
-    rhs = (c * jnp.log(pi / (1.0 - pi))).sum(axis=2)
-    return _pcg(c, c.sum(axis=2) + ridge, rhs, _cg_rtol(both.dtype), 4 * both.shape[1])
+    c = jnp.where(linked, both * pi * (1.0 - pi), 0.0)
+    # materialise the per-pair terms once; XLA would otherwise recompute them for every row sum
+    c, cl, lf = jax.lax.optimization_barrier((c, c * jnp.log(pi / (1.0 - pi)), linked.astype(both.dtype)))
+    theta0 = _pcg(c, c.sum(axis=2) + ridge, cl.sum(axis=2), _cg_rtol(both.dtype), 4 * both.shape[1])
+    if not with_degree:
+        return theta0
+    self_links = (jnp.diagonal(both, axis1=1, axis2=2) > 0).astype(jnp.int32)
+    return theta0, lf.sum(axis=2).astype(jnp.int32) - self_links
 
 
 _N_HALVINGS = 10
@@ -361,12 +369,13 @@ def standard_errors(theta: jax.Array, wins: jax.Array, ridge: float = DEFAULT_RI
     return 1.0 / jnp.sqrt(info + ridge)
 
 
-def _components(linked: jax.Array, mask: jax.Array):
+def _components(linked: jax.Array, mask: jax.Array, degree: jax.Array | None = None):
     """Label propagation (smallest index wins) over ``linked: bool[Q, N, N]``; see :func:`connected_components`.
 
     Shortcut: a graph in which every vertex is linked to at least half of the others is connected
     (any two vertices share a neighbour or are adjacent), which a tournament's dense comparison graphs
-    almost always satisfy; then one degree count replaces the propagation passes.
+    almost always satisfy; then one degree count replaces the propagation passes. ``degree`` (int[Q, N],
+    links to other real documents) may be passed in when it was counted elsewhere.
     """
     adj = linked & mask[:, :, None] & mask[:, None, :]
     n = mask.shape[1]
@@ -374,7 +383,8 @@ def _components(linked: jax.Array, mask: jax.Array):
     arange = jnp.arange(n, dtype=jnp.int32)[None, :]
     labels0 = jnp.where(mask, arange, big)
     size = mask.sum(axis=1)
-    degree = (adj & ~jnp.eye(n, dtype=bool)).sum(axis=2)
+    if degree is None:
+        degree = (adj & ~jnp.eye(n, dtype=bool)).sum(axis=2)
     dense = jnp.all(jnp.where(mask, 2 * degree >= size[:, None] - 1, True), axis=1) | (size <= 1)
 
     def body(state):
@@ -419,12 +429,12 @@ def _fit_block(doc_index, scores, window_query, mask, ridge, tol, *, max_iter: i
     q, n = mask.shape
     both, anti, total = _pair_parts(doc_index, scores, window_query, q, n)
     net = anti.sum(axis=2)
-    theta0 = _log_odds_start(both, anti, ridge)
+    theta0, degree = _log_odds_start(both, anti, ridge, with_degree=True)
     theta, iters, _, _, diag = _newton(both, net, theta0, ridge, tol, max_iter)
     # information of the unnormalised likelihood: the curvature rows of the final Newton state
     info = (diag - ridge) * total[:, None]
     se = 1.0 / jnp.sqrt(jnp.maximum(info, 0.0) + ridge)
-    labels, n_comp = _components(both > 0, mask)
+    labels, n_comp = _components(both > 0, mask, degree)
     return _centre(theta, mask), se, labels, n_comp, jnp.full(q, iters, jnp.int32)
 
 

@@ -148,6 +148,58 @@ def _cm_objective(u, v, t, alpha, theta, passes, trials, has_data, ridge, total)
     return nll + prior.sum() + 0.5 * ridge * total * ((u**2).sum() + (v**2).sum())
 
 
+def _calibration_derivs(s, local, theta, passes, trials, ridge):
+    """Closed-form gradient and Hessian blocks of the calibration objective (sum scale); see
+    :func:`_calibrate_newton_impl`. Returns ``(g_s [2C], g_l [Q, 2], h_ss [2C, 2C], h_ls [Q, 2, 2C],
+    h_ll [Q, 2, 2])`` with ``s = (u, v)`` and ``local[:, 0] = t``, ``local[:, 1] = alpha``.
+    """
+    c = s.shape[0] // 2
+    dtype = theta.dtype
+    total = trials.sum()
+    has_data = trials.sum(axis=(1, 2)) > 0
+    eye_s = jnp.eye(2 * c, dtype=dtype)
+    prior_t, prior_a = 1.0 / TAU_PRIOR_SD**2, 1.0 / ALPHA_PRIOR_SD**2
+    u, v = s[:c], s[c:]
+    t, alpha = local[:, 0], local[:, 1]
+    gamma, beta = item_parameters(u, v)
+    tau = jax.nn.softplus(t)
+    st = jax.nn.sigmoid(t)
+    s0, s1, a0, a1, a2 = _moments(u, v, t, alpha, theta, passes, trials)  # each [Q, C]
+    dl = (alpha[:, None] - beta[None, :])
+    tq = tau[:, None]
+    g = gamma[None, :]
+    sx = tq * s1 + dl * s0
+    ax = tq * a1 + dl * a0
+    axx = tq * tq * a2 + 2 * tq * dl * a1 + dl * dl * a0
+    axt = tq * a2 + dl * a1
+    # natural gradient: items summed over queries, locals per query
+    g_items = jnp.concatenate([sx.sum(0), -(g * s0).sum(0)])  # [2C]
+    g_tau = (g * s1).sum(1) + jnp.where(has_data, prior_t * (tau - 1.0), 0.0)
+    g_alpha = (g * s0).sum(1) + jnp.where(has_data, prior_a * alpha, 0.0)
+    # natural Hessian: item-item blocks are diagonal in c
+    h_gg, h_gb, h_bb = axx.sum(0), (-g * ax - s0).sum(0), (g * g * a0).sum(0)
+    h_items = jnp.block([[jnp.diag(h_gg), jnp.diag(h_gb)], [jnp.diag(h_gb), jnp.diag(h_bb)]])
+    h_tau_items = jnp.concatenate([g * axt + s1, -g * g * a1], axis=1)  # [Q, 2C]
+    h_alpha_items = jnp.concatenate([g * ax + s0, -g * g * a0], axis=1)
+    h_tt = (g * g * a2).sum(1) + jnp.where(has_data, prior_t, 0.0)
+    h_ta = (g * g * a1).sum(1)
+    h_aa = (g * g * a0).sum(1) + jnp.where(has_data, prior_a, 0.0)
+
+    # chain rule to raw parameters
+    def nat_items(y):
+        return jnp.concatenate(item_parameters(y[:c], y[c:]))
+
+    jac = jax.jacfwd(nat_items)(s)  # [2C, 2C]
+    curv_items = jax.hessian(lambda y: jnp.dot(jax.lax.stop_gradient(g_items), nat_items(y)))(s)
+    g_s = jac.T @ g_items + ridge * total * s
+    h_ss = jac.T @ h_items @ jac + curv_items + ridge * total * eye_s
+    g_l = jnp.stack([g_tau * st, g_alpha], axis=1)  # [Q, 2]
+    h_ls = jnp.stack([(h_tau_items @ jac) * st[:, None], h_alpha_items @ jac], axis=1)  # [Q, 2, 2C]
+    h_tt_raw = h_tt * st * st + g_tau * st * (1.0 - st)
+    h_ll = jnp.stack([jnp.stack([h_tt_raw, h_ta * st], -1), jnp.stack([h_ta * st, h_aa], -1)], axis=1)
+    return g_s, g_l, h_ss, h_ls, h_ll
+
+
 def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, max_iter: int):
     """Levenberg-Marquardt Newton with exact, analytic Hessians and a Schur complement (traced helper).
 
@@ -166,54 +218,13 @@ def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, ma
     has_data = trials.sum(axis=(1, 2)) > 0
     eye_s = jnp.eye(2 * c, dtype=dtype)
     eye_l = jnp.eye(2, dtype=dtype)
-    prior_t, prior_a = 1.0 / TAU_PRIOR_SD**2, 1.0 / ALPHA_PRIOR_SD**2
 
     def objective(s, local):
         return _cm_objective(s[:c], s[c:], local[:, 0], local[:, 1], theta, passes, trials, has_data, ridge, total)
 
-    def nat_items(s):
-        return jnp.concatenate(item_parameters(s[:c], s[c:]))
-
-    def derivatives(s, local):
-        u, v = s[:c], s[c:]
-        t, alpha = local[:, 0], local[:, 1]
-        gamma, beta = item_parameters(u, v)
-        tau = jax.nn.softplus(t)
-        st = jax.nn.sigmoid(t)
-        s0, s1, a0, a1, a2 = _moments(u, v, t, alpha, theta, passes, trials)  # each [Q, C]
-        dl = (alpha[:, None] - beta[None, :])
-        tq = tau[:, None]
-        g = gamma[None, :]
-        sx = tq * s1 + dl * s0
-        ax = tq * a1 + dl * a0
-        axx = tq * tq * a2 + 2 * tq * dl * a1 + dl * dl * a0
-        axt = tq * a2 + dl * a1
-        # natural gradient: items summed over queries, locals per query
-        g_items = jnp.concatenate([sx.sum(0), -(g * s0).sum(0)])  # [2C]
-        g_tau = (g * s1).sum(1) + jnp.where(has_data, prior_t * (tau - 1.0), 0.0)
-        g_alpha = (g * s0).sum(1) + jnp.where(has_data, prior_a * alpha, 0.0)
-        # natural Hessian: item-item blocks are diagonal in c
-        h_gg, h_gb, h_bb = axx.sum(0), (-g * ax - s0).sum(0), (g * g * a0).sum(0)
-        h_items = jnp.block([[jnp.diag(h_gg), jnp.diag(h_gb)], [jnp.diag(h_gb), jnp.diag(h_bb)]])
-        h_tau_items = jnp.concatenate([g * axt + s1, -g * g * a1], axis=1)  # [Q, 2C]
-        h_alpha_items = jnp.concatenate([g * ax + s0, -g * g * a0], axis=1)
-        h_tt = (g * g * a2).sum(1) + jnp.where(has_data, prior_t, 0.0)
-        h_ta = (g * g * a1).sum(1)
-        h_aa = (g * g * a0).sum(1) + jnp.where(has_data, prior_a, 0.0)
-        # chain rule to raw parameters
-        jac = jax.jacfwd(nat_items)(s)  # [2C, 2C]
-        curv_items = jax.hessian(lambda y: jnp.dot(jax.lax.stop_gradient(g_items), nat_items(y)))(s)
-        g_s = jac.T @ g_items + ridge * total * s
-        h_ss = jac.T @ h_items @ jac + curv_items + ridge * total * eye_s
-        g_l = jnp.stack([g_tau * st, g_alpha], axis=1)  # [Q, 2]
-        h_ls = jnp.stack([(h_tau_items @ jac) * st[:, None], h_alpha_items @ jac], axis=1)  # [Q, 2, 2C]
-        h_tt_raw = h_tt * st * st + g_tau * st * (1.0 - st)
-        h_ll = jnp.stack([jnp.stack([h_tt_raw, h_ta * st], -1), jnp.stack([h_ta * st, h_aa], -1)], axis=1)
-        return g_s, g_l, h_ss, h_ls, h_ll
-
     def body(state):
         s, local, mu, f, it, step = state
-        g_s, g_l, h_ss, h_ls, h_ll = derivatives(s, local)
+        g_s, g_l, h_ss, h_ls, h_ll = _calibration_derivs(s, local, theta, passes, trials, ridge)
         scale = jnp.maximum(jnp.abs(jnp.diagonal(h_ss)).max(), 1.0)
         h_ll_d = h_ll + mu * scale / q * eye_l + 1e-12
         det = h_ll_d[:, 0, 0] * h_ll_d[:, 1, 1] - h_ll_d[:, 0, 1] * h_ll_d[:, 1, 0]
