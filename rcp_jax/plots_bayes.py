@@ -1,0 +1,117 @@
+"""Plots of Bayesian RCP results (matplotlib, backend independent: figures are built without pyplot).
+
+* :func:`plot_pairwise_forest` - posterior of every system-pair difference of RCP-nDCG@k, with the
+  calibration-only and the combined (calibration + query sampling) intervals and the ROPE band.
+* :func:`plot_item_curves` - item characteristic curves ``P(yes | ability) = sigmoid(gamma_c (t -
+  beta_c))`` of every criterion and the gain curve, each with a posterior band.
+
+Both return a :class:`matplotlib.figure.Figure` and save it when ``path`` is given (PNG, PDF, SVG:
+whatever the suffix says), so they run headless (Agg) and inside notebooks alike.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+
+def _save(fig: Figure, path) -> Figure:
+    if path is not None:
+        fig.savefig(Path(path), bbox_inches="tight", dpi=150)
+    return fig
+
+
+def plot_pairwise_forest(metrics, *, path=None, max_pairs: int | None = 40, title: str | None = None) -> Figure:
+    """Forest plot of pairwise RCP-nDCG differences with the ROPE band.
+
+    Args:
+        metrics: :class:`rcp_jax.posterior_metrics.PosteriorMetrics`.
+        path: where to save the figure (optional).
+        max_pairs: show the pairs with the largest |delta| first, at most this many (None: all).
+        title: figure title (default names k, the interval probability and the ROPE).
+
+    Returns:
+        The figure: one row per pair ``A - B``; thick bar = calibration interval, thin bar = combined
+        interval, dot = posterior mean; shaded band = ROPE; right margin: P(A > B) and the call.
+    """
+    pairs = metrics.pairs.copy()
+    pairs = pairs.reindex(pairs["delta"].abs().sort_values(ascending=False).index)
+    if max_pairs is not None:
+        pairs = pairs.head(max_pairs)
+    pairs = pairs.iloc[::-1]
+    n = len(pairs)
+    fig = Figure(figsize=(7.5, 0.32 * n + 1.4))
+    ax = fig.add_subplot(1, 1, 1)
+    y = np.arange(n)
+    ax.axvspan(-metrics.rope, metrics.rope, color="0.88", zorder=0, label=f"ROPE |delta| < {metrics.rope:g}")
+    ax.axvline(0.0, color="0.5", lw=0.8, zorder=1)
+    colour = np.where(pairs["call"] == "undecided", "0.45", np.where(pairs["equivalent"], "tab:green", "tab:blue"))
+    ax.hlines(y, pairs["lo"], pairs["hi"], colors=colour, lw=1.2, zorder=2, label="calibration + query sampling")
+    ax.hlines(y, pairs["cal_lo"], pairs["cal_hi"], colors=colour, lw=4.0, zorder=3, label="calibration only")
+    ax.scatter(pairs["delta"], y, c="black", s=12, zorder=4)
+    ax.set_yticks(y, [f"{a} - {b}" for a, b in zip(pairs["system_a"], pairs["system_b"])], fontsize=8)
+    ax.set_xlabel(f"difference of mean RCP-nDCG@{metrics.k}")
+    for yi, (p, call) in enumerate(zip(pairs["p_a_better"], pairs["call"])):
+        ax.annotate(f"P(A>B)={p:.3f} {call}", xy=(1.01, yi), xycoords=("axes fraction", "data"), fontsize=7,
+                    va="center")
+    pct = round(100 * metrics.ci_prob)
+    ax.set_title(title or f"Pairwise differences, {pct}% intervals", fontsize=10)
+    ax.legend(loc="lower left", fontsize=7, frameon=False, bbox_to_anchor=(0.0, 1.0), ncol=3)
+    return _save(fig, path)
+
+
+def plot_item_curves(posterior, *, path=None, grid: tuple[float, float] = (-6.0, 8.0), ci_prob: float | None = None,
+                     n_points: int = 200, max_draws: int = 1000) -> Figure:
+    """Item characteristic curves and the gain curve with posterior bands.
+
+    Args:
+        posterior: :class:`rcp_jax.posterior.Posterior`.
+        path: where to save the figure (optional).
+        grid: range of calibrated ability on the x axis.
+        ci_prob: band probability (default: the posterior's).
+        n_points: grid points; max_draws: posterior draws used (evenly thinned).
+
+    Returns:
+        The figure: left, ``P(yes)`` per criterion (median and equal-tailed band); right, the gain
+        ``g(t)`` with its band and a rug of the calibrated documents' posterior-mean abilities.
+    """
+    ci = posterior.ci_prob if ci_prob is None else ci_prob
+    post = posterior.idata.posterior
+    gamma = post["gamma"].values.reshape(-1, post.sizes["criterion"])
+    beta = post["beta"].values.reshape(-1, post.sizes["criterion"])
+    if len(gamma) > max_draws:
+        keep = np.linspace(0, len(gamma) - 1, max_draws).round().astype(np.int64)
+        gamma, beta = gamma[keep], beta[keep]
+    t = np.linspace(grid[0], grid[1], n_points)
+    z = gamma[:, None, :] * (t[None, :, None] - beta[:, None, :])
+    p = 0.5 * (1.0 + np.tanh(0.5 * z))  # [D, T, C]
+    g = (gamma[:, None, :] * p).sum(-1) / gamma.sum(-1, keepdims=True)
+    lo_q, hi_q = (1 - ci) / 2, 1 - (1 - ci) / 2
+    fig = Figure(figsize=(10, 4))
+    ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for c, name in enumerate(posterior.criteria):
+        lo, med, hi = np.quantile(p[:, :, c], [lo_q, 0.5, hi_q], axis=0)
+        line = ax1.plot(t, med, lw=1.4, label=name)[0]
+        ax1.fill_between(t, lo, hi, color=line.get_color(), alpha=0.25, lw=0)
+    ax1.set_xlabel("calibrated ability")
+    ax1.set_ylabel("P(criterion met)")
+    ax1.set_title(f"Item characteristic curves ({round(100 * ci)}% bands)", fontsize=10)
+    ax1.legend(fontsize=8, frameon=False)
+    lo, med, hi = np.quantile(g, [lo_q, 0.5, hi_q], axis=0)
+    ax2.plot(t, med, color="black", lw=1.4, label="gain g(t)")
+    ax2.fill_between(t, lo, hi, color="0.6", alpha=0.4, lw=0)
+    ab = posterior.documents["ability_mean"].to_numpy()
+    ab = ab[(ab >= grid[0]) & (ab <= grid[1])]
+    ax2.plot(ab, np.full(len(ab), -0.02), "|", color="tab:blue", alpha=0.3, ms=6, label="documents")
+    ax2.set_ylim(-0.05, 1.02)
+    ax2.set_xlabel("calibrated ability")
+    ax2.set_ylabel("gain")
+    ax2.set_title("RCP gain curve", fontsize=10)
+    ax2.legend(fontsize=8, frameon=False, loc="upper left")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+__all__ = ["plot_item_curves", "plot_pairwise_forest"]

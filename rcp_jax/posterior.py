@@ -1,0 +1,585 @@
+"""Bayesian RCP from tidy tables: posterior draws of items, query calibrations and every gain.
+
+:func:`fit_posterior` is the Bayesian counterpart of :func:`rcp_jax.calibrate`. It builds the padded
+arrays of :mod:`models.bayes`, initialises at the MAP of the foundation fits (fast Newton solves), runs
+NUTS, SVI or a Laplace approximation (:mod:`models.inference`) and returns a :class:`Posterior`:
+
+* ``idata`` - an arviz ``DataTree`` with named dimensions ``criterion``, ``query``, ``doc`` (groups
+  ``posterior``, ``sample_stats`` for NUTS, ``observed_data``, ``constant_data``); the document
+  coordinate is the position in the query's pool and ``doc_id`` is a (query, doc) coordinate.
+* tables with posterior means, SDs and equal-tailed intervals of ``gamma, beta`` (``items``),
+  ``tau, alpha`` (``queries``) and every document's ability and gain (``documents``);
+* R-hat, bulk/tail ESS and divergences in ``diagnostics`` (warned about when they look bad);
+* ``gain_draws: float32[S, Q, N]`` for posterior metrics (:func:`posterior_metrics`).
+
+Models (see :mod:`models.bayes` for the maths): ``frozen`` (2PL with BT scores as covariates, METHOD
+section 3), ``joint`` (BT scores latent: tournament noise flows into the gains) and ``rubric_only``.
+
+Example:
+    >>> post = fit_posterior(bt, answers, method="nuts", seed=0)        # doctest: +SKIP
+    >>> post.documents[["query_id", "doc_id", "gain_mean", "gain_lo", "gain_hi"]]   # doctest: +SKIP
+    >>> metrics = posterior_metrics(run, post, k=10)                     # doctest: +SKIP
+    >>> print(format_posterior_table(metrics))                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from models import bayes, bradley_terry, inference, irt
+from rcp_jax.calibration import Calibration, validate_answers
+from rcp_jax.errors import CalibrationError, DataError
+from rcp_jax.tournament import validate_window_scores
+
+METHODS = ("map", "nuts", "svi", "laplace")
+MODELS = ("frozen", "joint", "rubric_only")
+#: Diagnostics thresholds (warned about): R-hat of gamma, beta, tau, alpha above ``RHAT_MAX``; R-hat of
+#: any gain above ``RHAT_MAX_GAIN`` (the maximum over thousands of gains exceeds 1.01 by chance alone even
+#: for well-mixed chains); bulk ESS of a parameter below ``ESS_PER_CHAIN_MIN`` per chain; any divergence.
+RHAT_MAX = 1.01
+RHAT_MAX_GAIN = 1.05
+ESS_PER_CHAIN_MIN = 100
+
+
+# --------------------------------------------------------------------------------------------------
+# inputs: tables -> padded arrays
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PosteriorInputs:
+    """Padded arrays of a collection, in the layout of :mod:`models.bayes`.
+
+    Attributes:
+        query_ids: list of Q calibrated query ids (queries with rubric answers).
+        doc_ids: object[Q, N] document ids in pool order ("" on padding).
+        n_docs: int[Q] pool sizes (real documents first).
+        criteria: criterion names C1..CK.
+        theta: float64[Q, N] BT scores (given, or the BT MAP of the windows; 0 on padding).
+        wins: float32[Q, N, N] soft win statistics (None without windows).
+        passes, trials: float64[Q, N, C] rubric counts.
+        uncalibrated: ids of queries with a tournament but no rubric answers (left out, never invented).
+        n_components: int[Q] connected components of each query's comparison graph (1 without windows).
+    """
+
+    query_ids: list
+    doc_ids: np.ndarray
+    n_docs: np.ndarray
+    criteria: list
+    theta: np.ndarray
+    wins: np.ndarray | None
+    passes: np.ndarray
+    trials: np.ndarray
+    uncalibrated: list = field(default_factory=list)
+    n_components: np.ndarray | None = None
+
+    @property
+    def mask(self) -> np.ndarray:
+        """bool[Q, N] real documents."""
+        return np.arange(self.doc_ids.shape[1])[None, :] < self.n_docs[:, None]
+
+
+def _doc_layout(pairs: pd.DataFrame, query_ids: list) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(doc_ids object[Q, N], n_docs int[Q], index {(query_id, doc_id): (q, d)}) in order of appearance."""
+    per_q = {q: [] for q in query_ids}
+    seen = set()
+    for q, d in zip(pairs["query_id"], pairs["doc_id"]):
+        if q in per_q and (q, d) not in seen:
+            seen.add((q, d))
+            per_q[q].append(d)
+    n_docs = np.array([len(per_q[q]) for q in query_ids], dtype=np.int64)
+    n_max = int(n_docs.max()) if len(n_docs) else 0
+    doc_ids = np.full((len(query_ids), n_max), "", dtype=object)
+    index = {}
+    for qi, q in enumerate(query_ids):
+        for di, d in enumerate(per_q[q]):
+            doc_ids[qi, di] = d
+            index[(q, d)] = (qi, di)
+    return doc_ids, n_docs, index
+
+
+def _rubric_counts(ans: pd.DataFrame, crit: list, index: dict, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    keys = list(zip(ans["query_id"], ans["doc_id"]))
+    missing = [k for k in keys if k not in index]
+    if missing:
+        q, d = missing[0]
+        raise CalibrationError(
+            f"rubric answers for document {d!r} of query {q!r} have no BT score / tournament window "
+            f"({len(set(missing))} such documents); the answers and the tournament must cover the same query and "
+            f"document ids"
+        )
+    qi = np.array([index[k][0] for k in keys], dtype=np.int64)
+    di = np.array([index[k][1] for k in keys], dtype=np.int64)
+    return irt.collapse_placements(qi, di, ans[crit].to_numpy(), shape[0], shape[1])
+
+
+def prepare_inputs(bt_or_windows: pd.DataFrame | None, answers: pd.DataFrame, *, joint: bool = False,
+                   bt_ridge: float = bradley_terry.DEFAULT_RIDGE) -> PosteriorInputs:
+    """Validate the tables and build :class:`PosteriorInputs`.
+
+    Args:
+        bt_or_windows: BT scores ``query_id, doc_id, theta`` (frozen covariates), or window scores
+            ``query_id, window_id, doc_id, score`` (BT is fitted here; required for ``joint``), or None
+            (rubric-only).
+        answers: one row per rubric placement: ``query_id, doc_id, C1..CK`` (0/1).
+        joint: build the soft win statistics for the joint model.
+        bt_ridge: ridge of the BT MAP fitted from windows.
+
+    Raises:
+        DataError: malformed tables; CalibrationError: answers for unknown documents, nothing to fit.
+    """
+    ans, crit = validate_answers(answers)
+    if bt_or_windows is None:
+        query_ids = list(dict.fromkeys(ans["query_id"]))
+        doc_ids, n_docs, index = _doc_layout(ans, query_ids)
+        passes, trials = _rubric_counts(ans, crit, index, doc_ids.shape)
+        return PosteriorInputs(query_ids, doc_ids, n_docs, crit, np.zeros(doc_ids.shape), None, passes, trials)
+
+    cols = set(bt_or_windows.columns)
+    with_answers = set(ans["query_id"])
+    if {"window_id", "score"} <= cols:
+        ws = validate_window_scores(bt_or_windows)
+        all_q = list(dict.fromkeys(ws["query_id"]))
+        query_ids = [q for q in all_q if q in with_answers]
+        uncal = [q for q in all_q if q not in with_answers]
+        if not query_ids:
+            raise CalibrationError("no query has both tournament windows and rubric answers; nothing to calibrate")
+        ws = ws[ws["query_id"].isin(set(query_ids))]
+        doc_ids, n_docs, index = _doc_layout(ws, query_ids)
+        q_of = {q: i for i, q in enumerate(query_ids)}
+        ws = ws.assign(_q=ws["query_id"].map(q_of).to_numpy(),
+                       _d=[index[k][1] for k in zip(ws["query_id"], ws["doc_id"])])
+        w_codes, _ = pd.factorize(pd.MultiIndex.from_frame(ws[["_q", "window_id"]]), sort=False)
+        pos = ws.groupby(w_codes, sort=False).cumcount().to_numpy()
+        width = int(pos.max()) + 1
+        n_w = int(w_codes.max()) + 1
+        doc_index = np.full((n_w, width), -1, dtype=np.int64)
+        scores = np.zeros((n_w, width))
+        doc_index[w_codes, pos] = ws["_d"].to_numpy()
+        scores[w_codes, pos] = ws["score"].to_numpy()
+        window_query = np.zeros(n_w, dtype=np.int64)
+        window_query[w_codes] = ws["_q"].to_numpy()
+        fit = bradley_terry.fit_windows(doc_index, scores, window_query, n_docs, ridge=bt_ridge, dtype=jnp.float64)
+        wins = None
+        if joint:
+            with jax.enable_x64(True):
+                wins = np.asarray(bradley_terry.pair_statistics(
+                    jnp.asarray(doc_index), jnp.asarray(scores), jnp.asarray(window_query),
+                    n_queries=len(query_ids), n_docs=doc_ids.shape[1],
+                ), dtype=np.float32)
+        theta, n_comp = fit.theta, fit.n_components
+    elif {"theta"} <= cols:
+        if joint:
+            raise DataError(
+                "the joint model needs the tournament itself: pass window scores (query_id, window_id, doc_id, "
+                "score) instead of BT scores, or use the frozen model"
+            )
+        for col in ("query_id", "doc_id"):
+            if col not in cols:
+                raise DataError(f"BT scores are missing column {col!r}; expected query_id, doc_id, theta")
+        bt = bt_or_windows.loc[:, ["query_id", "doc_id", "theta"]].astype({"query_id": str, "doc_id": str})
+        th = pd.to_numeric(bt["theta"], errors="coerce").to_numpy(dtype=np.float64)
+        if not np.isfinite(th).all():
+            row = bt.loc[~np.isfinite(th)].iloc[0]
+            raise DataError(f"BT score of document {row.doc_id!r} in query {row.query_id!r} is not finite")
+        if bt.duplicated(["query_id", "doc_id"]).any():
+            row = bt.loc[bt.duplicated(["query_id", "doc_id"])].iloc[0]
+            raise DataError(f"document {row.doc_id!r} of query {row.query_id!r} has two BT scores; keep one")
+        all_q = list(dict.fromkeys(bt["query_id"]))
+        query_ids = [q for q in all_q if q in with_answers]
+        uncal = [q for q in all_q if q not in with_answers]
+        if not query_ids:
+            raise CalibrationError("no query has both BT scores and rubric answers; nothing to calibrate")
+        doc_ids, n_docs, index = _doc_layout(bt, query_ids)
+        theta = np.zeros(doc_ids.shape)
+        for (q, d), t in zip(zip(bt["query_id"], bt["doc_id"]), th):
+            if (q, d) in index:
+                theta[index[(q, d)]] = t
+        wins, n_comp = None, np.ones(len(query_ids), dtype=np.int64)
+    else:
+        raise DataError(
+            f"expected BT scores (query_id, doc_id, theta) or window scores (query_id, window_id, doc_id, score); "
+            f"got columns {sorted(cols)}"
+        )
+    passes, trials = _rubric_counts(ans, crit, index, doc_ids.shape)
+    if uncal:
+        warnings.warn(
+            f"{len(uncal)} quer{'y has' if len(uncal) == 1 else 'ies have'} a tournament but no rubric answers "
+            f"and stay uncalibrated (no tau, alpha or gains): {uncal[:5]}",
+            stacklevel=3,
+        )
+    broken = [q for q, k in zip(query_ids, n_comp) if k > 1]
+    if broken:
+        warnings.warn(
+            f"comparison graph is disconnected for {len(broken)} quer{'y' if len(broken) == 1 else 'ies'} "
+            f"({broken[:5]}); the relative level of its components is set by the prior alone",
+            stacklevel=3,
+        )
+    return PosteriorInputs(query_ids, doc_ids, n_docs, crit, theta, wins, passes, trials, uncal, n_comp)
+
+
+# --------------------------------------------------------------------------------------------------
+# the posterior object
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class Posterior:
+    """Posterior of an RCP calibration.
+
+    Attributes:
+        idata: arviz DataTree (dims ``chain, draw, criterion, query, doc``).
+        inputs: the :class:`PosteriorInputs` fitted.
+        items: ``criterion, gamma_mean, gamma_sd, gamma_lo, gamma_hi, beta_mean, ...``.
+        queries: ``query_id, tau_mean, tau_sd, tau_lo, tau_hi, alpha_mean, ..., n_docs, n_answers,
+            calibrated`` (uncalibrated queries: NaN).
+        documents: ``query_id, doc_id, theta_bt, theta_mean, theta_sd, ability_mean, ability_lo,
+            ability_hi, gain_mean, gain_sd, gain_lo, gain_hi, placements, count_gain``.
+        summary: arviz summary (mean, sd, eti interval, ESS, R-hat, MCSE) of gamma, beta, tau, alpha.
+        diagnostics: ``max_rhat, min_ess_bulk, min_ess_tail`` (over gamma, beta, tau, alpha),
+            ``max_rhat_gain, min_ess_bulk_gain`` (over every gain), ``divergences, num_chains, num_draws,
+            wall_s``; NaN where not applicable (SVI, MAP).
+        gain_draws: float32[S, Q, N] gain of every draw (chains flattened; 0 on padding).
+        method: ``map``, ``nuts``, ``svi`` or ``laplace``; model: ``frozen``, ``joint``, ``rubric_only``.
+        ci_prob: probability of the equal-tailed intervals (``*_lo``, ``*_hi``).
+        settings: the inference settings used (seed, draws, ...).
+    """
+
+    idata: object
+    inputs: PosteriorInputs
+    items: pd.DataFrame
+    queries: pd.DataFrame
+    documents: pd.DataFrame
+    summary: pd.DataFrame
+    diagnostics: dict
+    gain_draws: np.ndarray
+    method: str
+    model: str
+    ci_prob: float
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def criteria(self) -> list:
+        return list(self.inputs.criteria)
+
+    def gains(self) -> pd.DataFrame:
+        """``query_id, doc_id, gain`` with the posterior mean gain of every calibrated document."""
+        d = self.documents
+        out = d.loc[d["gain_mean"].notna(), ["query_id", "doc_id", "gain_mean"]]
+        return out.rename(columns={"gain_mean": "gain"}).reset_index(drop=True)
+
+    def calibration(self) -> Calibration:
+        """A :class:`rcp_jax.Calibration` with posterior means, usable by :func:`rcp_jax.evaluate`.
+
+        ``gain`` is the posterior mean of each gain (not the gain of posterior means); ``gamma``,
+        ``beta``, ``tau``, ``alpha`` and ``ability`` are posterior means; interval columns ride along.
+        """
+        docs = self.documents.rename(columns={"ability_mean": "ability", "gain_mean": "gain"})
+        qs = self.queries.rename(columns={"tau_mean": "tau", "alpha_mean": "alpha"})
+        return Calibration(
+            criteria=self.criteria, gamma=self.items["gamma_mean"].to_numpy(), beta=self.items["beta_mean"].to_numpy(),
+            queries=qs, documents=docs, method=f"{self.model}-{self.method}",
+            info={"diagnostics": self.diagnostics, "settings": self.settings, "ci_prob": self.ci_prob},
+        )
+
+
+def _interval(x: np.ndarray, ci_prob: float, axis=0) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = (1 - ci_prob) / 2, 1 - (1 - ci_prob) / 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        q = np.nanquantile(x, [lo, hi], axis=axis)
+    return q[0], q[1]
+
+
+def _gain_draws(samples: dict, inputs: PosteriorInputs, model: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(ability, gain, theta) float32[chains, draws, Q, N] (theta only for the joint model)."""
+    n_docs = jnp.asarray(inputs.n_docs)
+    c, s = samples["gamma"].shape[:2]
+    q, n, k = inputs.trials.shape
+    chunk = max(1, int(4e7 // max(q * n * k, 1)))
+    flat = {name: np.asarray(v).reshape((c * s,) + np.shape(v)[2:]) for name, v in samples.items()}
+    ability, gain, theta = [], [], []
+    for lo in range(0, c * s, chunk):
+        part = {name: jnp.asarray(v[lo : lo + chunk]) for name, v in flat.items()}
+        if model == "frozen":
+            ab = bayes.calibrated_ability(part, theta=jnp.asarray(inputs.theta, jnp.float32))
+        else:
+            ab = bayes.calibrated_ability(part, n_docs=n_docs)
+        if model == "joint":
+            theta.append(np.asarray(bayes.centred_from_contrasts(part["z"], n_docs), np.float32))
+        ability.append(np.asarray(ab, np.float32))
+        gain.append(np.asarray(bayes.rcp_gain(ab, part["gamma"], part["beta"]), np.float32))
+    shape = (c, s, q, n)
+    out = [np.concatenate(a).reshape(shape) for a in (ability, gain)]
+    return out[0], out[1], (np.concatenate(theta).reshape(shape) if theta else None)
+
+
+def _to_datatree(draws: inference.Draws, inputs: PosteriorInputs, model: str, ability, gain, theta):
+    import arviz as az
+
+    mask = inputs.mask
+    nan_pad = lambda x: np.where(mask, x, np.nan)  # noqa: E731
+    post = {"gamma": draws.samples["gamma"], "beta": draws.samples["beta"], "ability": nan_pad(ability),
+            "gain": nan_pad(gain)}
+    dims = {"gamma": ["criterion"], "beta": ["criterion"], "ability": ["query", "doc"], "gain": ["query", "doc"]}
+    if model != "rubric_only":
+        post.update(tau=draws.samples["tau"], alpha=draws.samples["alpha"])
+        dims.update(tau=["query"], alpha=["query"])
+    if theta is not None:
+        post["theta"] = nan_pad(theta)
+        dims["theta"] = ["query", "doc"]
+    groups = {"posterior": post,
+              "observed_data": {"passes": inputs.passes},
+              "constant_data": {"trials": inputs.trials}}
+    dims.update(passes=["query", "doc", "criterion"], trials=["query", "doc", "criterion"])
+    if model == "frozen":
+        groups["constant_data"]["theta_bt"] = inputs.theta
+        dims["theta_bt"] = ["query", "doc"]
+    if draws.stats:
+        st = draws.stats
+        groups["sample_stats"] = {
+            "diverging": st["diverging"], "acceptance_rate": st["accept_prob"], "n_steps": st["num_steps"],
+            "energy": st["energy"], "step_size": st["step_size"],
+        }
+    coords = {"criterion": list(inputs.criteria), "query": list(inputs.query_ids), "doc": np.arange(mask.shape[1])}
+    attrs = {"/": {"rcp_model": model, "inference": draws.method,
+                   **{k: v for k, v in draws.info.items() if isinstance(v, (int, float, str))}}}
+    dt = az.from_dict(groups, coords=coords, dims=dims, attrs=attrs)
+    ids = np.where(mask, inputs.doc_ids, "").astype(str)
+    dt["posterior"] = dt["posterior"].to_dataset().assign_coords(doc_id=(("query", "doc"), ids))
+    return dt
+
+
+def _diagnose(dt, draws: inference.Draws, model: str) -> dict:
+    """R-hat (rank-normalised split), bulk/tail ESS and divergences, for parameters and gains apart."""
+    import arviz as az
+
+    params = ["gamma", "beta"] + ([] if model == "rubric_only" else ["tau", "alpha"])
+    out = {"num_chains": draws.num_chains, "num_draws": draws.num_draws, "wall_s": float(draws.info.get("wall_s", np.nan)),
+           "divergences": int(draws.stats["diverging"].sum()) if draws.stats else 0}
+    for key in ("max_rhat", "min_ess_bulk", "min_ess_tail", "max_rhat_gain", "min_ess_bulk_gain"):
+        out[key] = np.nan
+    if draws.method != "nuts" or draws.num_draws < 4:
+        return out
+    names = params + ["gain"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rhat = az.rhat(dt, var_names=names)
+        bulk = az.ess(dt, var_names=names, method="bulk")
+        tail = az.ess(dt, var_names=params, method="tail")
+
+    def values(ds, which):
+        return np.concatenate([np.ravel(ds[v].values) for v in which])
+
+    out.update(
+        max_rhat=float(np.nanmax(values(rhat, params))), min_ess_bulk=float(np.nanmin(values(bulk, params))),
+        min_ess_tail=float(np.nanmin(values(tail, params))), max_rhat_gain=float(np.nanmax(rhat["gain"].values)),
+        min_ess_bulk_gain=float(np.nanmin(bulk["gain"].values)),
+    )
+    return out
+
+
+def _warn_diagnostics(diag: dict) -> None:
+    problems = []
+    if diag["divergences"]:
+        problems.append(f"{diag['divergences']} divergent transitions (raise target_accept, e.g. 0.95)")
+    if np.isfinite(diag["max_rhat"]) and diag["max_rhat"] > RHAT_MAX:
+        problems.append(f"max R-hat of gamma/beta/tau/alpha {diag['max_rhat']:.3f} > {RHAT_MAX} (run longer chains)")
+    if np.isfinite(diag["max_rhat_gain"]) and diag["max_rhat_gain"] > RHAT_MAX_GAIN:
+        problems.append(f"max R-hat of the gains {diag['max_rhat_gain']:.3f} > {RHAT_MAX_GAIN} (run longer chains)")
+    ess_min = ESS_PER_CHAIN_MIN * diag["num_chains"]
+    if np.isfinite(diag["min_ess_bulk"]) and diag["min_ess_bulk"] < ess_min:
+        problems.append(f"min bulk ESS {diag['min_ess_bulk']:.0f} < {ess_min} (draw more samples)")
+    if problems:
+        warnings.warn("posterior diagnostics: " + "; ".join(problems), stacklevel=3)
+
+
+def _tables(inputs, model, draws, ability, gain, theta, ci_prob):
+    c, s = draws.num_chains, draws.num_draws
+    flat = lambda x: np.asarray(x).reshape((c * s,) + np.shape(x)[2:])  # noqa: E731
+    items = pd.DataFrame({"criterion": inputs.criteria})
+    for name in ("gamma", "beta"):
+        x = flat(draws.samples[name])
+        lo, hi = _interval(x, ci_prob)
+        items[f"{name}_mean"], items[f"{name}_sd"], items[f"{name}_lo"], items[f"{name}_hi"] = x.mean(0), x.std(0), lo, hi
+    k = len(inputs.criteria)
+    mask = inputs.mask
+    placements = inputs.trials[..., 0]
+    queries = pd.DataFrame({"query_id": inputs.query_ids})
+    for name in ("tau", "alpha"):
+        if model == "rubric_only":
+            queries[[f"{name}_mean", f"{name}_sd", f"{name}_lo", f"{name}_hi"]] = np.nan
+            continue
+        x = flat(draws.samples[name])
+        lo, hi = _interval(x, ci_prob)
+        queries[f"{name}_mean"], queries[f"{name}_sd"], queries[f"{name}_lo"], queries[f"{name}_hi"] = x.mean(0), x.std(0), lo, hi
+    queries["n_docs"] = inputs.n_docs
+    queries["n_answers"] = (inputs.trials.sum(axis=(1, 2))).astype(np.int64)
+    queries["calibrated"] = True
+    if inputs.uncalibrated:
+        extra = pd.DataFrame({"query_id": inputs.uncalibrated, "calibrated": False, "n_answers": 0})
+        queries = pd.concat([queries, extra], ignore_index=True)
+    qi, di = np.nonzero(mask)
+    docs = pd.DataFrame({"query_id": np.asarray(inputs.query_ids, dtype=object)[qi], "doc_id": inputs.doc_ids[qi, di]})
+    docs["theta_bt"] = inputs.theta[qi, di] if model != "rubric_only" else np.nan
+    if theta is not None:
+        th = flat(theta)[:, qi, di]
+        docs["theta_mean"], docs["theta_sd"] = th.mean(0), th.std(0)
+    for name, arr in (("ability", ability), ("gain", gain)):
+        x = flat(arr)[:, qi, di]
+        lo, hi = _interval(x, ci_prob)
+        docs[f"{name}_mean"], docs[f"{name}_sd"], docs[f"{name}_lo"], docs[f"{name}_hi"] = x.mean(0), x.std(0), lo, hi
+    docs["placements"] = placements[qi, di]
+    passed = inputs.passes.sum(axis=2)[qi, di]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        docs["count_gain"] = np.where(docs["placements"] > 0, passed / (k * docs["placements"]), np.nan)
+    return items, queries, docs
+
+
+def fit_posterior(
+    bt_or_windows: pd.DataFrame | None,
+    answers: pd.DataFrame,
+    *,
+    method: str = "nuts",
+    model: str | None = None,
+    ridge: float = irt.DEFAULT_RIDGE,
+    bt_ridge: float = bradley_terry.DEFAULT_RIDGE,
+    bt_weight: float = bayes.DEFAULT_BT_WEIGHT,
+    num_warmup: int = 500,
+    num_samples: int = 500,
+    num_chains: int = 4,
+    thinning: int = 1,
+    target_accept: float = 0.8,
+    svi_steps: int = 3000,
+    learning_rate: float = 0.01,
+    seed: int = 0,
+    ci_prob: float = 0.9,
+    warn: bool = True,
+) -> Posterior:
+    """Bayesian RCP calibration: posterior of items, query calibrations and every gain.
+
+    Args:
+        bt_or_windows: BT scores ``query_id, doc_id, theta`` (frozen model), window scores
+            ``query_id, window_id, doc_id, score`` (frozen: BT fitted here; or joint), or None
+            (rubric-only).
+        answers: one row per rubric placement: ``query_id, doc_id, C1..CK`` with 0/1 answers.
+        method: ``nuts`` (default), ``svi`` (AutoNormal; very large query sets), ``laplace``
+            (AutoLaplaceApproximation) or ``map`` (one "draw" at the posterior mode, no uncertainty).
+        model: ``frozen`` (default with BT scores or windows), ``joint`` (needs windows) or
+            ``rubric_only`` (default without a tournament).
+        ridge: MAP ridge of the item parameters (prior SD ``1 / sqrt(ridge NC)``).
+        bt_ridge, bt_weight: BT prior ridge and pseudo-likelihood weight (joint model; see
+            :mod:`models.bayes`).
+        num_warmup, num_samples, num_chains, thinning, target_accept: NUTS settings (chains run
+            vectorised on one device, in parallel when ``rcp-jax --host-devices`` gives enough devices).
+        svi_steps, learning_rate: SVI settings; ``num_samples`` draws are taken from the guide.
+        seed: PRNG seed (explicit).
+        ci_prob: probability of the equal-tailed intervals in the tables and the arviz summary.
+        warn: warn about divergences, R-hat > 1.01 and low ESS.
+
+    Returns:
+        :class:`Posterior`.
+    """
+    if method not in METHODS:
+        raise DataError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    if model is None:
+        model = "rubric_only" if bt_or_windows is None else "frozen"
+    if model not in MODELS:
+        raise DataError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
+    if (model == "rubric_only") != (bt_or_windows is None):
+        raise DataError("the rubric-only model takes no tournament (pass None); the frozen and joint models need one")
+    if not 0 < ci_prob < 1:
+        raise DataError(f"ci_prob must be in (0, 1), got {ci_prob}")
+    inputs = prepare_inputs(bt_or_windows, answers, joint=model == "joint", bt_ridge=bt_ridge)
+    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+    passes, trials = f32(inputs.passes), f32(inputs.trials)
+
+    if model == "rubric_only":
+        mfn = bayes.rubric_only_model
+        kwargs = dict(passes=passes, trials=trials, ridge=ridge)
+        init = _rubric_only_init(inputs)
+    else:
+        cal = irt.fit_2pl_calibration(irt.calibration_cells(inputs.theta, inputs.passes, inputs.trials), ridge=ridge)
+        u, v = bayes.item_contrasts(cal.u, cal.v)
+        init = {"u": u, "v": v, "tau": cal.tau, "alpha": cal.alpha}
+        if model == "frozen":
+            mfn = bayes.calibration_model
+            kwargs = dict(theta=f32(inputs.theta), passes=passes, trials=trials, ridge=ridge)
+        else:
+            mfn = bayes.joint_model
+            kwargs = dict(wins=f32(inputs.wins), n_docs=jnp.asarray(inputs.n_docs), passes=passes, trials=trials,
+                          ridge=ridge, bt_ridge=bt_ridge, bt_weight=bt_weight)
+            init["z"] = np.asarray(bayes.contrasts_from_centred(f32(inputs.theta), jnp.asarray(inputs.n_docs)))
+    init = {k: f32(v) for k, v in init.items()}
+
+    if method == "nuts":
+        draws = inference.run_nuts(
+            mfn, kwargs, seed=seed, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
+            thinning=thinning, init_values=init, target_accept=target_accept,
+        )
+    elif method in ("svi", "laplace"):
+        draws = inference.run_svi(
+            mfn, kwargs, seed=seed, guide="normal" if method == "svi" else "laplace", num_steps=svi_steps,
+            learning_rate=learning_rate, num_samples=num_samples, init_values=init,
+        )
+    else:
+        if model == "frozen":
+            values = {**init, "gamma": cal.gamma, "beta": cal.beta}
+        else:
+            values, _ = inference.find_map(mfn, kwargs, init_values=init, seed=seed)
+        draws = inference.Draws(samples={k: np.asarray(v)[None, None] for k, v in values.items()}, method="map",
+                                info={"wall_s": 0.0, "num_chains": 1, "seed": seed})
+
+    ability, gain, theta = _gain_draws(draws.samples, inputs, model)
+    dt = _to_datatree(draws, inputs, model, ability, gain, theta)
+    diag = _diagnose(dt, draws, model)
+    if warn and method == "nuts":
+        _warn_diagnostics(diag)
+    items, queries, docs = _tables(inputs, model, draws, ability, gain, theta, ci_prob)
+    summary = _summary(dt, model, ci_prob) if draws.num_draws > 1 else pd.DataFrame()
+    mask = inputs.mask
+    gain_draws = np.where(mask, gain, 0.0).reshape((-1,) + mask.shape).astype(np.float32)
+    settings = {"seed": seed, "num_warmup": num_warmup, "num_samples": num_samples, "num_chains": num_chains,
+                "thinning": thinning, "target_accept": target_accept, "svi_steps": svi_steps,
+                "learning_rate": learning_rate, "ridge": ridge, "bt_ridge": bt_ridge, "bt_weight": bt_weight}
+    return Posterior(idata=dt, inputs=inputs, items=items, queries=queries, documents=docs, summary=summary,
+                     diagnostics=diag, gain_draws=gain_draws, method=method, model=model, ci_prob=ci_prob,
+                     settings=settings)
+
+
+def _summary(dt, model: str, ci_prob: float) -> pd.DataFrame:
+    import arviz as az
+
+    names = ["gamma", "beta"] + ([] if model == "rubric_only" else ["tau", "alpha"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return az.summary(dt, var_names=names, ci_prob=ci_prob, ci_kind="eti", round_to="none")
+
+
+def _rubric_only_init(inputs: PosteriorInputs) -> dict:
+    """Starting values of the rubric-only model from the marginal-ML fit (EAP abilities)."""
+    mask = inputs.mask
+    qi, di = np.nonzero(mask & (inputs.trials[..., 0] > 0))
+    fit = irt.fit_rubric_only(inputs.passes[qi, di], inputs.trials[qi, di])
+    eta = np.zeros(mask.shape)
+    eta[qi, di] = fit.ability
+    return {"log_gamma_raw": np.log(fit.gamma), "beta_raw": fit.beta, "eta": eta}
+
+
+from rcp_jax.posterior_metrics import (  # noqa: E402  (re-exported: one import path for the CLI)
+    PosteriorMetrics,
+    format_posterior_table,
+    posterior_metrics,
+)
+
+__all__ = [
+    "Posterior",
+    "PosteriorInputs",
+    "PosteriorMetrics",
+    "fit_posterior",
+    "format_posterior_table",
+    "posterior_metrics",
+    "prepare_inputs",
+]

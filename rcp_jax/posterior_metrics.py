@@ -1,0 +1,354 @@
+"""Posterior RCP-nDCG: intervals per system and P(A > B) / practical equivalence per system pair.
+
+nDCG@k is linear in the gains once a system's ranking is fixed, and rankings do not change across
+posterior draws - only gains do. So every (system, query) list is reduced once to discount weights
+``W[system, query, doc]`` (the tie rules of :mod:`rcp_jax.metrics` included: with ``group_mean`` a
+document's weight is the mean discount of its tie block), and the DCG of every draw is one product
+``DCG[d, s, q] = sum_n W[s, q, n] G[d, q, n]``. The ideal DCG of each draw sorts that draw's gains.
+
+Two sources of uncertainty are reported separately and combined:
+
+* **calibration** (``cal_*``): spread over posterior draws of the mean over *these* queries;
+* **query sampling** (``boot_*``): percentile bootstrap over queries (within datasets) of the mean
+  of per-query posterior-mean nDCG;
+* **combined** (no prefix): each bootstrap replicate also picks a random posterior draw.
+
+A pair (A, B) is *called* ``A>B`` when the combined P(delta > 0) reaches ``decision_prob`` (default
+0.975, the one-sided analogue of a two-sided 5% test), ``B>A`` when P(delta < 0) does, else
+``undecided``; it is *practically equivalent* when P(|delta| < rope) reaches ``decision_prob``.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from rcp_jax.errors import DataError
+from rcp_jax.evaluation import _drop_pairs, _excluded_pairs, validate_run
+from rcp_jax.metrics import Protocol, discounts, get_protocol
+from rcp_jax.paired import paired_t_test
+
+DEFAULT_ROPE = 0.02
+
+
+@dataclass
+class PosteriorMetrics:
+    """Posterior RCP-nDCG@k of a run.
+
+    Attributes:
+        per_query: ``system, query_id, mean, sd, lo, hi`` (posterior of each per-query nDCG).
+        systems: ``system, mean, cal_lo, cal_hi, boot_lo, boot_hi, lo, hi, n_queries`` (mean over
+            queries; within datasets first, then over datasets, as :func:`rcp_jax.leaderboard`).
+        pairs: ``system_a, system_b, delta, cal_lo, cal_hi, cal_p_a_better, cal_p_rope, boot_lo,
+            boot_hi, boot_p_a_better, lo, hi, p_a_better, p_rope, t_p, call, equivalent``
+            (delta = A - B; ``t_p`` the paired t-test on per-query posterior means).
+        draws: float64[S, n_systems] the system means of every posterior draw (calibration only).
+        systems_order: system names in the column order of ``draws``.
+        k, rope, ci_prob, decision_prob, n_bootstrap, protocol: settings.
+    """
+
+    per_query: pd.DataFrame
+    systems: pd.DataFrame
+    pairs: pd.DataFrame
+    draws: np.ndarray
+    systems_order: list
+    k: int
+    rope: float
+    ci_prob: float
+    decision_prob: float
+    n_bootstrap: int
+    protocol: str
+    info: dict = field(default_factory=dict)
+
+
+def discount_weights(
+    run: pd.DataFrame,
+    doc_index: dict,
+    query_index: dict,
+    n_docs_max: int,
+    *,
+    k: int,
+    protocol: Protocol,
+    pools: pd.DataFrame,
+    excluded: set,
+) -> tuple[np.ndarray, list, list]:
+    """Discount weight of every (system, query, pool document).
+
+    Args:
+        run: validated run ``system, query_id, doc_id, score``.
+        doc_index: ``(query_id, doc_id) -> position`` of calibrated documents in the gain arrays.
+        query_index: ``query_id -> row`` of the gain arrays.
+        n_docs_max: N, the padded pool size.
+        k, protocol: cut-off and scoring protocol (tie rule, pool restriction).
+        pools: ``query_id, doc_id`` in pool order (pool restriction, ``input_order`` ties).
+        excluded: ``(query_id, doc_id)`` pairs removed from rankings.
+
+    Returns:
+        (W float64[n_systems, n_queries_run, N] with ``DCG = W . gains``, system names, query ids of the
+        run in W's order). Documents outside the calibrated pool have gain 0 and get no weight, but
+        still take their rank positions.
+    """
+    r = _drop_pairs(run, excluded)
+    pool = pools[["query_id", "doc_id"]].astype(str)
+    pool = pool.assign(_pos=pool.groupby("query_id", sort=False).cumcount())
+    r = r.merge(pool, on=["query_id", "doc_id"], how="left")
+    if protocol.pool_only:
+        r = r.loc[r["_pos"].notna()]
+    systems = sorted(r["system"].unique())
+    queries = sorted(r["query_id"].unique())
+    s_codes = pd.Index(systems).get_indexer(r["system"])
+    q_codes = pd.Index(queries).get_indexer(r["query_id"])
+    group = s_codes * max(len(queries), 1) + q_codes
+    if protocol.ties == "doc_id_desc":
+        tie_key = -pd.factorize(r["doc_id"], sort=True)[0]
+    elif protocol.ties == "input_order":
+        tie_key = np.where(r["_pos"].notna(), r["_pos"].fillna(0).to_numpy(), len(pool) + np.arange(len(r)))
+    else:
+        tie_key = np.zeros(len(r))
+    score = r["score"].to_numpy(dtype=np.float64)
+    order = np.lexsort((np.asarray(tie_key, dtype=np.int64), -score, group))
+    g_sorted, s_sorted = group[order], score[order]
+    n = len(order)
+    starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]]) if n else np.zeros(0, np.int64)
+    rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    disc = discounts(k)
+    weight = np.where(rank < k, disc[np.minimum(rank, k - 1)], 0.0)
+    if protocol.ties == "group_mean" and n:
+        new_tie = np.r_[True, (g_sorted[1:] != g_sorted[:-1]) | (s_sorted[1:] != s_sorted[:-1])]
+        tie_id = np.cumsum(new_tie) - 1
+        weight = (np.bincount(tie_id, weights=weight) / np.bincount(tie_id))[tie_id]
+    keys = list(zip(r["query_id"].to_numpy()[order], r["doc_id"].to_numpy()[order]))
+    pos = np.array([doc_index.get(key, -1) for key in keys], dtype=np.int64)
+    ok = pos >= 0
+    w = np.zeros((len(systems), len(queries), n_docs_max))
+    np.add.at(w, (s_codes[order][ok], q_codes[order][ok], pos[ok]), weight[ok])
+    return w, systems, queries
+
+
+def _ideal_dcg(gains: np.ndarray, k: int) -> np.ndarray:
+    """IDCG@k of every draw and query: float64[D, Q] from gains float[D, Q, N] (0 on padding)."""
+    kk = min(k, gains.shape[-1])
+    top = -np.sort(-gains, axis=-1)[..., :kk]
+    return (top * discounts(k)[:kk]).sum(-1)
+
+
+def _bootstrap_counts(rng, strata: np.ndarray, n_bootstrap: int) -> np.ndarray:
+    """Resampling weights float64[B, Q]: each stratum resampled with replacement, weight 1/(G n_g)."""
+    q = len(strata)
+    out = np.zeros((n_bootstrap, q))
+    labels = np.unique(strata)
+    for g in labels:
+        cols = np.flatnonzero(strata == g)
+        draw = rng.integers(0, len(cols), size=(n_bootstrap, len(cols)))
+        counts = np.zeros((n_bootstrap, len(cols)))
+        np.add.at(counts, (np.repeat(np.arange(n_bootstrap), len(cols)), draw.ravel()), 1.0)
+        out[:, cols] = counts / (len(labels) * len(cols))
+    return out
+
+
+def posterior_metrics(
+    run: pd.DataFrame,
+    posterior,
+    *,
+    k: int = 10,
+    protocol: str | Protocol = "plain",
+    pools: pd.DataFrame | None = None,
+    excluded=None,
+    rope: float = DEFAULT_ROPE,
+    ci_prob: float = 0.9,
+    decision_prob: float = 0.975,
+    n_bootstrap: int = 2000,
+    max_draws: int | None = 2000,
+    seed: int = 0,
+) -> PosteriorMetrics:
+    """Posterior RCP-nDCG@k of every system x query, per system and per system pair.
+
+    Args:
+        run: ``system, query_id, doc_id, score[, dataset]`` (one row per scored document).
+        posterior: a :class:`rcp_jax.posterior.Posterior` (its ``gain_draws`` are used).
+        k, protocol, pools, excluded: as :func:`rcp_jax.evaluate` (the ideal list is every calibrated
+            pool document's gain in that draw, minus excluded ids).
+        rope: half-width of the region of practical equivalence of a difference (default 0.02, the
+            margin under which the paper's human study finds RCP verdicts at chance).
+        ci_prob: probability of the equal-tailed intervals.
+        decision_prob: posterior probability needed to call a pair (see module docstring).
+        n_bootstrap: query resamples (query-sampling and combined uncertainty).
+        max_draws: use at most this many posterior draws (evenly thinned); None = all.
+        seed: seed of the bootstrap and of the draw picked per combined replicate.
+
+    Returns:
+        :class:`PosteriorMetrics`. Queries without calibrated gains get NaN and are dropped from
+        system means (with a warning), as are queries some system did not rank.
+    """
+    if not 0 < ci_prob < 1 or not 0.5 < decision_prob < 1:
+        raise DataError(f"need 0 < ci_prob < 1 and 0.5 < decision_prob < 1, got {ci_prob}, {decision_prob}")
+    if rope < 0:
+        raise DataError(f"rope must be >= 0, got {rope}")
+    run = validate_run(run)
+    proto = get_protocol(protocol)
+    inputs = posterior.inputs
+    mask = inputs.mask
+    qi, di = np.nonzero(mask)
+    qids = np.asarray(inputs.query_ids, dtype=object)
+    doc_index = {(qids[a], inputs.doc_ids[a, b]): b for a, b in zip(qi, di)}
+    query_index = {q: i for i, q in enumerate(inputs.query_ids)}
+    pool_table = pools if pools is not None else pd.DataFrame({"query_id": qids[qi], "doc_id": inputs.doc_ids[qi, di]})
+    excl = _excluded_pairs(excluded)
+    w, systems, queries = discount_weights(
+        run, doc_index, query_index, mask.shape[1], k=k, protocol=proto, pools=pool_table, excluded=excl,
+    )
+    g = posterior.gain_draws
+    if max_draws is not None and g.shape[0] > max_draws:
+        g = g[np.linspace(0, g.shape[0] - 1, max_draws).round().astype(np.int64)]
+    g = g.astype(np.float64)
+    rows = np.array([query_index.get(q, -1) for q in queries], dtype=np.int64)
+    has_gain = rows >= 0
+    g_run = np.zeros((g.shape[0], len(queries), g.shape[2]))
+    g_run[:, has_gain] = g[:, rows[has_gain]]
+    g_ideal = g_run.copy()
+    for q_pos, q in enumerate(queries):
+        if has_gain[q_pos]:
+            for d in (d for (qq, d) in excl if qq == q):
+                if (q, d) in doc_index:
+                    g_ideal[:, q_pos, doc_index[(q, d)]] = 0.0
+    dcg = np.einsum("sqn,dqn->dsq", w, g_run)
+    idcg = _ideal_dcg(g_ideal, k)  # [D, Q]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ndcg = np.where(idcg[:, None, :] > 0, dcg / np.where(idcg > 0, idcg, 1.0)[:, None, :], 0.0)
+    present = np.zeros((len(systems), len(queries)), dtype=bool)
+    s_codes = pd.Index(systems).get_indexer(run["system"])
+    q_codes = pd.Index(queries).get_indexer(run["query_id"])
+    ok = (s_codes >= 0) & (q_codes >= 0)
+    present[s_codes[ok], q_codes[ok]] = True
+    ndcg = np.where((has_gain[None, :] & present)[None], ndcg, np.nan)
+
+    lo_p, hi_p = (1 - ci_prob) / 2, 1 - (1 - ci_prob) / 2
+    mean_sq = ndcg.mean(0)
+    sq_lo, sq_hi = np.quantile(ndcg, [lo_p, hi_p], axis=0)
+    per_query = pd.DataFrame({
+        "system": np.repeat(systems, len(queries)), "query_id": np.tile(queries, len(systems)),
+        "mean": mean_sq.ravel(), "sd": ndcg.std(0).ravel(), "lo": sq_lo.ravel(), "hi": sq_hi.ravel(),
+    })
+
+    complete = np.isfinite(mean_sq).all(axis=0)
+    dropped = [q for q, c in zip(queries, complete) if not c]
+    if dropped:
+        warnings.warn(
+            f"{len(dropped)} quer{'y' if len(dropped) == 1 else 'ies'} without calibrated gains or not ranked by "
+            f"every system dropped from system means: {dropped[:5]}", stacklevel=2,
+        )
+    if not complete.any():
+        raise DataError("no query has calibrated gains and a ranking by every system; nothing to compare")
+    used = [q for q, c in zip(queries, complete) if c]
+    x = ndcg[:, :, complete]  # [D, S, Qc]
+    if "dataset" in run.columns:
+        ds = run.drop_duplicates("query_id").set_index("query_id")["dataset"].astype(str)
+        strata = pd.factorize(ds.reindex(used).to_numpy())[0]
+    else:
+        strata = np.zeros(len(used), dtype=np.int64)
+    labels, counts = np.unique(strata, return_counts=True)
+    weights = 1.0 / (len(labels) * counts[np.searchsorted(labels, strata)])
+    cal = x @ weights  # [D, S]
+
+    rng = np.random.default_rng(seed)
+    boot_w = _bootstrap_counts(rng, strata, n_bootstrap)  # [B, Qc]
+    boot = boot_w @ x.mean(0).T  # [B, S]
+    pick = rng.integers(0, x.shape[0], size=n_bootstrap)
+    comb = np.empty((n_bootstrap, len(systems)))
+    for lo in range(0, n_bootstrap, 256):
+        sl = slice(lo, lo + 256)
+        comb[sl] = np.einsum("bq,bsq->bs", boot_w[sl], x[pick[sl]])
+
+    def iv(a):
+        return np.quantile(a, [lo_p, hi_p], axis=0)
+
+    sys_tab = pd.DataFrame({"system": systems, "mean": cal.mean(0)})
+    sys_tab["cal_lo"], sys_tab["cal_hi"] = iv(cal)
+    sys_tab["boot_lo"], sys_tab["boot_hi"] = iv(boot)
+    sys_tab["lo"], sys_tab["hi"] = iv(comb)
+    sys_tab["n_queries"] = len(used)
+    sys_tab = sys_tab.sort_values("mean", ascending=False).reset_index(drop=True)
+    order = [systems.index(s) for s in sys_tab["system"]]
+
+    a_idx, b_idx = np.triu_indices(len(order), k=1)
+    a_sys, b_sys = np.asarray(order)[a_idx], np.asarray(order)[b_idx]
+    rows_out = {"system_a": [systems[i] for i in a_sys], "system_b": [systems[i] for i in b_sys]}
+    pair = {}
+    for name, arr in (("cal", cal), ("boot", boot), ("comb", comb)):
+        d = arr[:, a_sys] - arr[:, b_sys]
+        pair[name] = d
+    rows_out["delta"] = pair["cal"].mean(0)
+    for name, prefix in (("cal", "cal_"), ("boot", "boot_"), ("comb", "")):
+        d = pair[name]
+        lo, hi = iv(d) if d.size else (np.zeros(0), np.zeros(0))
+        rows_out[f"{prefix}lo"], rows_out[f"{prefix}hi"] = lo, hi
+        rows_out[f"{prefix}p_a_better"] = (d > 0).mean(0) + 0.5 * (d == 0).mean(0)
+        if name != "boot":
+            rows_out[f"{prefix}p_rope"] = (np.abs(d) < rope).mean(0)
+    pairs = pd.DataFrame(rows_out)
+    mq = x.mean(0)  # [S, Qc]
+    _, t_p = paired_t_test(mq[a_sys] - mq[b_sys]) if len(a_sys) else (None, np.zeros(0))
+    pairs["t_p"] = t_p
+    p = pairs["p_a_better"].to_numpy()
+    pairs["call"] = np.where(p >= decision_prob, "A>B", np.where(p <= 1 - decision_prob, "B>A", "undecided"))
+    pairs["equivalent"] = pairs["p_rope"].to_numpy() >= decision_prob
+    cols = ["system_a", "system_b", "delta", "cal_lo", "cal_hi", "cal_p_a_better", "cal_p_rope", "boot_lo", "boot_hi",
+            "boot_p_a_better", "lo", "hi", "p_a_better", "p_rope", "t_p", "call", "equivalent"]
+    return PosteriorMetrics(
+        per_query=per_query, systems=sys_tab, pairs=pairs[cols], draws=cal, systems_order=list(systems), k=k,
+        rope=rope, ci_prob=ci_prob, decision_prob=decision_prob, n_bootstrap=n_bootstrap, protocol=proto.name,
+        info={"n_draws": int(x.shape[0]), "queries": used, "dropped_queries": dropped, "seed": seed,
+              "posterior_method": posterior.method, "posterior_model": posterior.model},
+    )
+
+
+def format_posterior_table(
+    metrics: PosteriorMetrics, *, table: str = "pairs", fmt: str = "text", digits: int = 3
+) -> str:
+    """Render the systems or pairs table of :class:`PosteriorMetrics`.
+
+    Args:
+        metrics: output of :func:`posterior_metrics`.
+        table: ``pairs`` or ``systems``.
+        fmt: ``text`` (aligned columns), ``markdown``, ``csv`` or ``json`` (records, full precision).
+        digits: decimals of floats in ``text`` and ``markdown``.
+
+    Returns:
+        The table as a string; ``text`` and ``markdown`` start with a line stating k, the interval
+        probability, the ROPE and the decision rule.
+    """
+    if table not in ("pairs", "systems"):
+        raise DataError(f"unknown table {table!r}; choose 'pairs' or 'systems'")
+    df = metrics.pairs if table == "pairs" else metrics.systems
+    if fmt == "csv":
+        return df.to_csv(index=False)
+    if fmt == "json":
+        return json.dumps(json.loads(df.to_json(orient="records")), indent=2)
+    if fmt not in ("text", "markdown"):
+        raise DataError(f"unknown format {fmt!r}; choose text, markdown, csv or json")
+    pct = round(100 * metrics.ci_prob)
+    head = (f"RCP-nDCG@{metrics.k} ({metrics.protocol}); {pct}% intervals: cal = calibration (posterior draws), "
+            f"boot = query sampling, lo/hi = both; ROPE |delta| < {metrics.rope:g}; "
+            f"call at P >= {metrics.decision_prob:g}")
+    shown = df.copy()
+    for c in shown.columns:
+        if shown[c].dtype.kind == "f":
+            shown[c] = shown[c].map(lambda v: "nan" if not np.isfinite(v) else f"{v:.{digits}f}")
+        else:
+            shown[c] = shown[c].astype(str)
+    cols = list(shown.columns)
+    if fmt == "markdown":
+        lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in shown.itertuples(index=False)]
+        return head + "\n\n" + "\n".join(lines) + "\n"
+    width = [max(len(c), *(len(v) for v in shown[c])) if len(shown) else len(c) for c in cols]
+    lines = ["  ".join(c.rjust(w_) for c, w_ in zip(cols, width))]
+    lines += ["  ".join(v.rjust(w_) for v, w_ in zip(row, width)) for row in shown.itertuples(index=False)]
+    return head + "\n" + "\n".join(lines) + "\n"
+
+
+__all__ = ["DEFAULT_ROPE", "PosteriorMetrics", "discount_weights", "format_posterior_table", "posterior_metrics"]
