@@ -98,6 +98,12 @@ def ours_evaluate(inp: dict, gains_df):
     return rcp_jax.evaluate(inp["run"], gains=gains_df, k=K)
 
 
+def _by_system(run):
+    """(name, rows) per system in numeric order s0, s1, ..., s13 (the order of ``kernel_arrays``)."""
+    groups = dict(tuple(run.groupby("system", sort=False)))
+    return [(name, groups[name]) for name in sorted(groups, key=lambda s: int(s[1:]))]
+
+
 def ranx_objects(inp: dict):
     from ranx import Qrels, Run
 
@@ -105,7 +111,7 @@ def ranx_objects(inp: dict):
     g = g.loc[g["gain"] > 0].astype({"gain": int, "query_id": object, "doc_id": object})
     qrels = Qrels.from_df(g, q_id_col="query_id", doc_id_col="doc_id", score_col="gain")
     runs = [Run.from_df(df[["query_id", "doc_id", "score"]].astype({"query_id": object, "doc_id": object}), q_id_col="query_id", doc_id_col="doc_id", score_col="score", name=name)
-            for name, df in inp["run"].groupby("system", sort=True)]
+            for name, df in _by_system(inp["run"])]
     return qrels, runs
 
 
@@ -130,7 +136,7 @@ def trec_objects(inp: dict):
     for qid, did, v in zip(g["query_id"], g["doc_id"], g["gain"].astype(int)):
         qrels.setdefault(qid, {})[did] = int(v)
     runs = []
-    for _, df in inp["run"].groupby("system", sort=True):
+    for _, df in _by_system(inp["run"]):
         r: dict = {}
         for qid, did, v in zip(df["query_id"], df["doc_id"], df["score"]):
             r.setdefault(qid, {})[did] = float(v)

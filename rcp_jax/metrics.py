@@ -101,6 +101,41 @@ def discounts(k: int) -> np.ndarray:
     return 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
 
 
+def _group_order(group: np.ndarray, score: np.ndarray, secondary: np.ndarray) -> np.ndarray:
+    """``np.lexsort((secondary, -score, group))``, fast when the groups are blocks of similar size.
+
+    A run file scores every pool document of every (system, query) list, so the rows form groups of
+    (nearly) equal size: sorting each group as a row of a 2-D array (two stable passes: ``secondary``,
+    then ``-score``) is several times faster than one global three-key lexsort of millions of rows, and
+    gives the identical permutation (stable sorts; remaining ties keep row order). Other layouts fall
+    back to ``np.lexsort``.
+    """
+    n = len(group)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    perm = None
+    if np.any(group[1:] < group[:-1]):
+        perm = np.argsort(group, kind="stable")
+        group, score, secondary = group[perm], score[perm], secondary[perm]
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    sizes = np.diff(np.r_[starts, n])
+    width = int(sizes.max())
+    if len(starts) * width > 2 * n:  # very ragged: padding would cost more than it saves
+        order = np.lexsort((secondary, -score, group))
+        return order if perm is None else perm[order]
+    col = np.arange(n) - np.repeat(starts, sizes)
+    neg = np.full((len(starts), width), np.inf)  # padding sorts last
+    neg[np.repeat(np.arange(len(starts)), sizes), col] = -score
+    sec = np.zeros((len(starts), width), dtype=secondary.dtype)
+    sec[np.repeat(np.arange(len(starts)), sizes), col] = secondary
+    first = np.argsort(sec, axis=1, kind="stable")
+    idx = np.take_along_axis(first, np.argsort(np.take_along_axis(neg, first, axis=1), axis=1, kind="stable"), axis=1)
+    # padding cells sort after every real row of their group (score +inf, then by column, after real ties)
+    keep = idx < sizes[:, None]
+    order = (starts[:, None] + idx)[keep]
+    return order if perm is None else perm[order]
+
+
 def ndcg_flat(
     group: np.ndarray,
     score: np.ndarray,
@@ -143,7 +178,7 @@ def ndcg_flat(
 
     # group_mean replaces each tie's gains by their mean, whatever their order; ordering a tie by gain
     # makes that mean's floating-point sum independent of row order and of doc ids (bit for bit).
-    order = np.lexsort((gain_ if ties == "group_mean" else tie_key, -score, group))
+    order = _group_order(group, score, gain_ if ties == "group_mean" else tie_key)
     g_sorted = group[order]
     s_sorted = score[order]
     gain_sorted = gain_[order]
@@ -168,7 +203,7 @@ def ndcg_flat(
     else:
         ideal_of_group = np.asarray(ideal_of_group, dtype=np.int64)
         n_ideal = max(n_ideal, int(ideal_of_group.max()) + 1 if ideal_of_group.size else 0)
-    iorder = np.lexsort((-ideal_gain, ideal_group))
+    iorder = _group_order(ideal_group, ideal_gain, np.zeros(len(ideal_gain), np.int64))
     ig = ideal_group[iorder]
     igain = ideal_gain[iorder]
     m = len(iorder)

@@ -197,3 +197,18 @@ def test_sharded_fits_equal_single_device_fits():
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["theta"] < 1e-5 and out["se"] < 1e-5 and out["components"]
     assert out["gamma"] < 1e-5 and out["tau"] < 1e-5 and out["alpha"] < 1e-5
+
+
+def test_group_order_equals_three_key_lexsort():
+    from rcp_jax.metrics import _group_order
+
+    rng = np.random.default_rng(4)
+    for trial in range(400):
+        n = int(rng.integers(0, 80))
+        group = rng.integers(0, int(rng.integers(1, 7)), n)
+        if trial % 3 == 0:
+            group = np.sort(group)  # the fast, blocked layout
+        score = rng.integers(0, 4, n).astype(float)  # many ties
+        score[rng.random(n) < 0.2] = -0.0
+        secondary = rng.integers(0, 3, n) if trial % 2 else rng.random(n)
+        assert np.array_equal(_group_order(group, score, secondary), np.lexsort((secondary, -score, group)))
