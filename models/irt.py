@@ -518,7 +518,15 @@ def _distinct_rows(passes: np.ndarray, trials: np.ndarray, multiple: int = 64):
     rows; a few thousand for ~7 placements x 5 criteria, however many items there are).
     """
     rows = np.concatenate([passes, trials], axis=1)
-    uniq, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    top = float(rows.max()) + 1.0 if rows.size else 1.0
+    if rows.size and np.all(rows >= 0) and np.all(rows == np.rint(rows)) and rows.shape[1] * np.log2(top) < 62:
+        # small non-negative counts: one int64 code per row, so the row sort is a 1-D integer sort
+        # (np.unique(axis=0) sorts rows as opaque byte strings, ~20x slower on a million rows)
+        code = (rows.astype(np.int64) * (int(top) ** np.arange(rows.shape[1], dtype=np.int64))).sum(axis=1)
+        _, first, inverse, counts = np.unique(code, return_index=True, return_inverse=True, return_counts=True)
+        uniq = rows[first]
+    else:
+        uniq, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
     n = len(uniq)
     size = max(multiple, 1 << max(0, int(n - 1).bit_length()))
     pad = np.zeros((size, rows.shape[1]))
