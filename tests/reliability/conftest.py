@@ -95,7 +95,6 @@ def driver(tmp_path_factory) -> Driver:
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "PYTHONHASHSEED": "0",
     }
     return Driver(env)
 
