@@ -174,7 +174,7 @@ def _rubric_likelihood(ability, gamma, beta, passes, trials) -> None:
     q, n, c = trials.shape
     logits = gamma * (ability[..., None] - beta)
     # Observed counts may be float; simulating (passes None) needs integer trials.
-    total = trials if passes is not None else jnp.round(trials).astype(jnp.int32)
+    total = trials if passes is not None else jnp.round(trials).astype(jnp.result_type(int))
     with numpyro.plate(QUERY, q, dim=-3), numpyro.plate(DOC, n, dim=-2), numpyro.plate(CRITERION, c, dim=-1):
         numpyro.sample("y", dist.Binomial(total_count=total, logits=logits), obs=passes)
 

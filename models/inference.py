@@ -386,9 +386,13 @@ def run_svi(
     k_fit, k_draw = jax.random.split(key)
     start = time.perf_counter()
     result = svi.run(k_fit, num_steps, progress_bar=False, stable_update=True, **model_kwargs)
-    sites = _latent_sites(model, model_kwargs) + _deterministic_sites(model, model_kwargs)
-    pred = Predictive(model, guide=g, params=result.params, num_samples=num_samples, return_sites=sites)
-    draws = pred(k_draw, **model_kwargs)
+    latent, det = _site_names(model, model_kwargs)
+    # sample_posterior, not Predictive(guide=...): a Laplace guide run as a program is its Delta at the
+    # mode; its Gaussian (inverse Hessian) lives in sample_posterior.
+    k_guide, k_model = jax.random.split(k_draw)
+    z = g.sample_posterior(k_guide, result.params, sample_shape=(num_samples,), **model_kwargs)
+    pred = Predictive(model, posterior_samples={k: z[k] for k in latent}, return_sites=latent + det)
+    draws = pred(k_model, **model_kwargs)
     jax.block_until_ready(draws)
     wall = time.perf_counter() - start
     samples = {k: np.asarray(v)[None] for k, v in draws.items()}
@@ -514,7 +518,7 @@ def simulation_based_calibration(
     truth = _to_numpy(prior(jax.random.PRNGKey(seed), **design))
     static = {k: v for k, v in design_kwargs.items() if k != obs_kwarg}
     draws = run_nuts_batched(
-        model, {obs_kwarg: truth[obs_site].astype(np.float32)}, static, seed=seed + 1, num_warmup=num_warmup,
+        model, {obs_kwarg: jnp.asarray(truth[obs_site], jnp.result_type(float))}, static, seed=seed + 1, num_warmup=num_warmup,
         num_samples=num_samples, thinning=thinning, max_tree_depth=max_tree_depth,
     )
     lo, hi = (1 - ci_prob) / 2, 1 - (1 - ci_prob) / 2

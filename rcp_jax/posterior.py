@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -245,6 +246,7 @@ class Posterior:
         method: ``map``, ``nuts``, ``svi`` or ``laplace``; model: ``frozen``, ``joint``, ``rubric_only``.
         ci_prob: probability of the equal-tailed intervals (``*_lo``, ``*_hi``).
         settings: the inference settings used (seed, draws, ...).
+        draws: the raw :class:`models.inference.Draws` (what :func:`save_posterior` stores).
     """
 
     idata: object
@@ -259,6 +261,7 @@ class Posterior:
     model: str
     ci_prob: float
     settings: dict = field(default_factory=dict)
+    draws: inference.Draws | None = None
 
     @property
     def criteria(self) -> list:
@@ -532,21 +535,28 @@ def fit_posterior(
         draws = inference.Draws(samples={k: np.asarray(v)[None, None] for k, v in values.items()}, method="map",
                                 info={"wall_s": 0.0, "num_chains": 1, "seed": seed})
 
+    settings = {"seed": seed, "num_warmup": num_warmup, "num_samples": num_samples, "num_chains": num_chains,
+                "thinning": thinning, "target_accept": target_accept, "svi_steps": svi_steps,
+                "learning_rate": learning_rate, "ridge": ridge, "bt_ridge": bt_ridge, "bt_weight": bt_weight}
+    return _assemble(inputs, draws, model=model, method=method, ci_prob=ci_prob, settings=settings,
+                     warn=warn and method == "nuts")
+
+
+def _assemble(inputs: PosteriorInputs, draws: inference.Draws, *, model: str, method: str, ci_prob: float,
+              settings: dict, warn: bool) -> Posterior:
+    """Posterior object (DataTree, tables, diagnostics, gain draws) from raw draws."""
     ability, gain, theta = _gain_draws(draws.samples, inputs, model)
     dt = _to_datatree(draws, inputs, model, ability, gain, theta)
     diag = _diagnose(dt, draws, model)
-    if warn and method == "nuts":
+    if warn:
         _warn_diagnostics(diag)
     items, queries, docs = _tables(inputs, model, draws, ability, gain, theta, ci_prob)
     summary = _summary(dt, model, ci_prob) if draws.num_draws > 1 else pd.DataFrame()
     mask = inputs.mask
     gain_draws = np.where(mask, gain, 0.0).reshape((-1,) + mask.shape).astype(np.float32)
-    settings = {"seed": seed, "num_warmup": num_warmup, "num_samples": num_samples, "num_chains": num_chains,
-                "thinning": thinning, "target_accept": target_accept, "svi_steps": svi_steps,
-                "learning_rate": learning_rate, "ridge": ridge, "bt_ridge": bt_ridge, "bt_weight": bt_weight}
     return Posterior(idata=dt, inputs=inputs, items=items, queries=queries, documents=docs, summary=summary,
                      diagnostics=diag, gain_draws=gain_draws, method=method, model=model, ci_prob=ci_prob,
-                     settings=settings)
+                     settings=dict(settings), draws=draws)
 
 
 def _summary(dt, model: str, ci_prob: float) -> pd.DataFrame:
@@ -568,6 +578,88 @@ def _rubric_only_init(inputs: PosteriorInputs) -> dict:
     return {"log_gamma_raw": np.log(fit.gamma), "beta_raw": fit.beta, "eta": eta}
 
 
+# --------------------------------------------------------------------------------------------------
+# saving and loading
+# --------------------------------------------------------------------------------------------------
+_FORMAT = 1
+
+
+def diagnostics_summary(post: Posterior) -> dict:
+    """JSON-ready diagnostics: method, model, draws, divergences, R-hat and ESS (None where undefined)."""
+    out = {"method": post.method, "model": post.model}
+    for k, v in post.diagnostics.items():
+        v = float(v) if isinstance(v, (float, np.floating)) else v
+        out[k] = None if isinstance(v, float) and not np.isfinite(v) else v
+    return out
+
+
+def save_posterior(post: Posterior, folder) -> Path:
+    """Write a posterior to ``folder``: ``draws.npz`` (raw draws, sampler statistics, the padded inputs
+    except the win matrices) and ``posterior.json`` (ids, settings, diagnostics), then the readable
+    tables ``items.csv``, ``queries.csv``, ``documents.csv``. Files are written atomically;
+    ``posterior.json`` last. :func:`load_posterior` rebuilds the same :class:`Posterior`.
+
+    Returns:
+        The folder.
+    """
+    import io
+
+    from rcp_jax.io import atomic_write_bytes, atomic_write_csv, atomic_write_json
+
+    folder = Path(folder)
+    if post.draws is None:
+        raise DataError("this posterior has no raw draws to save (build it with fit_posterior)")
+    arrays = {f"sample__{k}": v for k, v in post.draws.samples.items()}
+    arrays.update({f"stat__{k}": v for k, v in post.draws.stats.items()})
+    inp = post.inputs
+    arrays.update(doc_ids=np.asarray(inp.doc_ids, dtype=str), n_docs=inp.n_docs, theta=inp.theta, passes=inp.passes,
+                  trials=inp.trials, n_components=inp.n_components if inp.n_components is not None else np.ones(0))
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write_bytes(folder / "draws.npz", buf.getvalue())
+    for name, table in (("items", post.items), ("queries", post.queries), ("documents", post.documents)):
+        atomic_write_csv(folder / f"{name}.csv", table)
+    info = {k: v for k, v in post.draws.info.items() if isinstance(v, (int, float, str, bool))}
+    atomic_write_json(folder / "posterior.json", {
+        "format": _FORMAT, "method": post.method, "model": post.model, "ci_prob": post.ci_prob,
+        "draws_method": post.draws.method, "draws_info": info, "settings": post.settings,
+        "criteria": list(inp.criteria), "query_ids": list(inp.query_ids), "uncalibrated": list(inp.uncalibrated),
+        "diagnostics": diagnostics_summary(post),
+    })
+    return folder
+
+
+def load_posterior(folder) -> Posterior:
+    """Read a posterior written by :func:`save_posterior`.
+
+    Raises:
+        DataError: the folder lacks ``posterior.json`` / ``draws.npz`` or was written by another format.
+    """
+    import json
+
+    folder = Path(folder)
+    meta_path, npz_path = folder / "posterior.json", folder / "draws.npz"
+    if not meta_path.is_file() or not npz_path.is_file():
+        raise DataError(f"{folder} holds no posterior (expected posterior.json and draws.npz from `rcp-jax fit "
+                        f"--method nuts|svi`)")
+    meta = json.loads(meta_path.read_text())
+    if meta.get("format") != _FORMAT:
+        raise DataError(f"{meta_path}: unknown posterior format {meta.get('format')!r}; refit with this version")
+    with np.load(npz_path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    samples = {k.split("__", 1)[1]: v for k, v in arrays.items() if k.startswith("sample__")}
+    stats = {k.split("__", 1)[1]: v for k, v in arrays.items() if k.startswith("stat__")}
+    n_comp = arrays["n_components"] if arrays["n_components"].size else None
+    inputs = PosteriorInputs(
+        query_ids=meta["query_ids"], doc_ids=arrays["doc_ids"].astype(object), n_docs=arrays["n_docs"],
+        criteria=meta["criteria"], theta=arrays["theta"], wins=None, passes=arrays["passes"], trials=arrays["trials"],
+        uncalibrated=meta["uncalibrated"], n_components=n_comp,
+    )
+    draws = inference.Draws(samples=samples, stats=stats, method=meta["draws_method"], info=meta["draws_info"])
+    return _assemble(inputs, draws, model=meta["model"], method=meta["method"], ci_prob=meta["ci_prob"],
+                     settings=meta["settings"], warn=False)
+
+
 from rcp_jax.posterior_metrics import (  # noqa: E402  (re-exported: one import path for the CLI)
     PosteriorMetrics,
     format_posterior_table,
@@ -576,6 +668,9 @@ from rcp_jax.posterior_metrics import (  # noqa: E402  (re-exported: one import 
 
 __all__ = [
     "Posterior",
+    "diagnostics_summary",
+    "load_posterior",
+    "save_posterior",
     "PosteriorInputs",
     "PosteriorMetrics",
     "fit_posterior",

@@ -64,6 +64,20 @@ class PosteriorMetrics:
     protocol: str
     info: dict = field(default_factory=dict)
 
+    def to_dict(self) -> dict:
+        """JSON-ready dict: settings, ``systems`` and ``pairs`` as lists of records."""
+        def records(df):
+            return json.loads(df.to_json(orient="records"))
+
+        return {"k": self.k, "protocol": self.protocol, "rope": self.rope, "ci_prob": self.ci_prob,
+                "decision_prob": self.decision_prob, "n_bootstrap": self.n_bootstrap, "n_draws": self.info.get("n_draws"),
+                "systems": records(self.systems), "pairs": records(self.pairs)}
+
+    def format(self, fmt: str = "text", digits: int = 3) -> str:
+        """The systems and pairs tables (:func:`format_posterior_table`) one after the other."""
+        return (format_posterior_table(self, table="systems", fmt=fmt, digits=digits) + "\n"
+                + format_posterior_table(self, table="pairs", fmt=fmt, digits=digits))
+
 
 def discount_weights(
     run: pd.DataFrame,
