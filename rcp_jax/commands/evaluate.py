@@ -64,7 +64,7 @@ def run(args) -> int:
         from rcp_jax import posterior
 
         post = posterior.load_posterior(args.calibration.parent / "posterior")
-        table = posterior.posterior_metrics(post, runs, k=args.k, protocol=args.protocol, pools=pools, rope=args.rope)
+        table = posterior.posterior_metrics(runs, post, k=args.k, protocol=args.protocol, pools=pools, rope=args.rope)
         payload["posterior"] = table.to_dict()
         text.append(table.format())
     emit(args, payload, "\n".join(text))

@@ -48,8 +48,8 @@ def run(args) -> int:
     if args.method != "map":
         from rcp_jax import posterior
 
-        post = posterior.fit_posterior(window_scores, answers, method=args.method, draws=args.draws,
-                                       chains=args.chains, seed=args.seed, bt=bt)
+        post = posterior.fit_posterior(window_scores, answers, method=args.method, num_samples=args.draws,
+                                       num_chains=args.chains, seed=args.seed)
         path = posterior.save_posterior(post, args.out / "posterior")
         payload["posterior"] = str(path)
         payload["diagnostics"] = posterior.diagnostics_summary(post)
