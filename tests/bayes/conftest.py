@@ -1,0 +1,78 @@
+"""Shared simulated collections and posteriors of the Bayesian tests.
+
+NUTS programs are compiled once per model, settings and array shapes (``models.inference`` caches
+them for the process), so the fixtures below fix a few shapes that several tests share:
+
+* ``collection`` - 50 queries x 60 documents (the size the issue asks NUTS to handle without
+  divergences and with R-hat < 1.01), fitted once with the frozen-BT model;
+* ``noisy`` - 20 queries x 30 documents with a noisy, sparse tournament, fitted with the frozen and
+  the joint model (the notebook's small mode uses the same sizes and settings).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bayes_helpers (also used by benchmarks/sbc.py)
+from bayes_helpers import collection_tables, simulated_run, true_gains  # noqa: E402
+
+from models import simulate  # noqa: E402
+
+#: NUTS settings of the shared fits (4 chains, vectorised): the 50 x 60 collection uses the library
+#: defaults (500 + 500); the noisy collection (and the notebook's small mode) 200 + 200.
+WARMUP, SAMPLES = 200, 200
+#: The noisy collection (also the notebook's small mode): judge noise and tournament placements.
+NOISY = dict(queries=20, docs=30, noise=1.5, placements=8.0, seed=3)
+
+
+@pytest.fixture(scope="session")
+def collection():
+    sim = simulate.simulate_judgements(7, [60] * 50)
+    windows, answers = collection_tables(sim)
+    return sim, windows, answers
+
+
+@pytest.fixture(scope="session")
+def frozen_posterior(collection):
+    from rcp_jax.posterior import fit_posterior
+
+    _, windows, answers = collection
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        post = fit_posterior(windows, answers, method="nuts", seed=0)
+    post.settings["warnings"] = [str(w.message) for w in caught]
+    return post
+
+
+@pytest.fixture(scope="session")
+def noisy():
+    sim = simulate.simulate_judgements(
+        NOISY["seed"], [NOISY["docs"]] * NOISY["queries"], noise=NOISY["noise"],
+        tournament_placements=NOISY["placements"],
+    )
+    windows, answers = collection_tables(sim)
+    return sim, windows, answers, true_gains(sim)
+
+
+@pytest.fixture(scope="session")
+def noisy_posteriors(noisy):
+    from rcp_jax.posterior import fit_posterior
+
+    _, windows, answers, _ = noisy
+    out = {}
+    for model in ("frozen", "joint"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out[model] = fit_posterior(windows, answers, model=model, num_warmup=WARMUP, num_samples=SAMPLES, seed=1)
+    return out
+
+
+@pytest.fixture(scope="session")
+def run_table(collection) -> pd.DataFrame:
+    sim, _, _ = collection
+    return simulated_run(sim, [0.4, 0.8, 1.0, 1.1, 3.0], seed=11, depth=30)

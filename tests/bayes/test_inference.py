@@ -1,0 +1,82 @@
+"""NUTS, SVI and SBC on the models; the issue's convergence requirements."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from models import bayes, inference
+from rcp_jax.posterior import fit_posterior
+
+
+def test_nuts_50_queries_60_docs_no_divergences_and_rhat_below_1_01(frozen_posterior):
+    d = frozen_posterior.diagnostics
+    assert d["num_chains"] == 4 and d["num_draws"] == 500
+    assert d["divergences"] == 0
+    assert d["max_rhat"] < 1.01  # gamma, beta, tau, alpha
+    assert d["max_rhat_gain"] < 1.02  # the maximum over 3,000 gains
+    assert d["min_ess_bulk"] > 400
+    assert not any("diagnostics" in w for w in frozen_posterior.settings["warnings"])
+
+
+def test_nuts_recovers_the_simulated_item_parameters(frozen_posterior, collection):
+    sim, _, _ = collection
+    items = frozen_posterior.items
+    inside = (sim.truth.gamma >= items["gamma_lo"] - 0.05) & (sim.truth.gamma <= items["gamma_hi"] + 0.05)
+    assert inside.all(), items
+    assert np.abs(items["beta_mean"] - sim.truth.beta).max() < 0.4
+
+
+def test_nuts_is_reproducible_with_an_explicit_seed():
+    rng = np.random.default_rng(0)
+    q, n, c = 3, 8, 5
+    kw = dict(theta=jnp.asarray(rng.normal(size=(q, n)), jnp.float32),
+              passes=jnp.asarray(rng.integers(0, 3, (q, n, c)), jnp.float32), trials=jnp.full((q, n, c), 2.0))
+    a = inference.run_nuts(bayes.calibration_model, kw, seed=5, num_warmup=50, num_samples=20, num_chains=2)
+    b = inference.run_nuts(bayes.calibration_model, kw, seed=5, num_warmup=50, num_samples=20, num_chains=2)
+    c_ = inference.run_nuts(bayes.calibration_model, kw, seed=6, num_warmup=50, num_samples=20, num_chains=2)
+    np.testing.assert_array_equal(a.samples["gamma"], b.samples["gamma"])
+    assert not np.array_equal(a.samples["gamma"], c_.samples["gamma"])
+    assert a.samples["tau"].shape == (2, 20, q) and a.info["chain_method"] == "vectorized"
+
+
+@pytest.mark.parametrize("method", ["svi", "laplace"])
+def test_svi_agrees_with_nuts_on_the_frozen_model(method, collection, frozen_posterior):
+    _, windows, answers = collection
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = fit_posterior(windows, answers, method=method, svi_steps=1500, num_samples=400, seed=2)
+    ref = frozen_posterior
+    for name in ("gamma", "beta"):
+        sd = ref.items[f"{name}_sd"].to_numpy()
+        assert np.abs(post.items[f"{name}_mean"] - ref.items[f"{name}_mean"]).max() < 0.5 * sd.max() + 0.01, name
+        ratio = post.items[f"{name}_sd"].to_numpy() / sd
+        assert (ratio > 0.4).all() and (ratio < 2.5).all(), (name, ratio, sd, post.items[f"{name}_sd"].to_numpy(), post.draws.info["final_loss"])
+    tau_gap = np.abs(post.queries["tau_mean"] - ref.queries["tau_mean"]) / ref.queries["tau_sd"]
+    assert tau_gap.max() < 1.0  # mean-field SVI may shift a query by up to ~1 posterior SD
+    gain_gap = np.abs(post.documents["gain_mean"] - ref.documents["gain_mean"])
+    assert gain_gap.max() < 0.02
+    assert post.idata.posterior.sizes["chain"] == 1 and "sample_stats" not in post.idata.children
+
+
+def test_simulation_based_calibration_of_the_2pl_is_uniform():
+    """Reduced SBC (the full run: ``benchmarks/sbc.py``): 100 datasets of 4 queries x 12 documents."""
+    rng = np.random.default_rng(0)
+    q, n, c = 4, 12, 5
+    design = dict(theta=jnp.asarray(rng.normal(0.0, 1.5, (q, n)), jnp.float32),
+                  trials=jnp.full((q, n, c), 2.0, jnp.float32), passes=None, item_sd=1.0)
+    res = inference.simulation_based_calibration(
+        bayes.calibration_model, design, params=("gamma", "beta", "tau", "alpha"), n_datasets=100, seed=0,
+        num_warmup=150, num_samples=200, thinning=2,
+    )
+    assert res.n_draws == 100
+    assert res.divergences.sum() <= 2
+    for p in ("gamma", "beta", "tau", "alpha"):
+        ranks = res.ranks[p].ravel()
+        hist = np.bincount(ranks * 10 // (res.n_draws + 1), minlength=10)
+        assert stats.chisquare(hist).pvalue > 0.01, (p, hist)
+        assert 0.85 <= res.covered[p].mean() <= 0.95, (p, res.covered[p].mean())

@@ -1,0 +1,151 @@
+"""The NumPyro models: parameterisation, priors equal to the MAP penalties, MAP = foundation MAP."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpyro.infer.util import log_density
+
+from models import bayes, bradley_terry, inference, irt, simulate
+from rcp_jax.metrics import gain as reference_gain
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(2, 9), min_size=1, max_size=4), st.integers(0, 2**31 - 1))
+def test_helmert_maps_contrasts_to_centred_scores_and_back(n_docs, seed):
+    n_max = max(n_docs) + 1
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(len(n_docs), n_max - 1))
+    nd = np.array(n_docs)
+    with jax.enable_x64(True):
+        theta = np.asarray(bayes.centred_from_contrasts(jnp.asarray(z), jnp.asarray(nd)))
+        back = np.asarray(bayes.contrasts_from_centred(jnp.asarray(theta), jnp.asarray(nd)))
+    for q, n in enumerate(n_docs):
+        h = bayes.helmert_matrix(n)
+        np.testing.assert_allclose(theta[q, :n], h @ z[q, : n - 1], atol=1e-12)
+        np.testing.assert_allclose(theta[q, n:], 0.0)
+        np.testing.assert_allclose(back[q, : n - 1], z[q, : n - 1], atol=1e-12)
+        np.testing.assert_allclose(back[q, n - 1 :], 0.0)
+
+
+def test_helmert_basis_is_orthonormal_and_sums_to_zero():
+    h = bayes.helmert_matrix(7)
+    np.testing.assert_allclose(h.T @ h, np.eye(6), atol=1e-12)
+    np.testing.assert_allclose(h.sum(axis=0), 0.0, atol=1e-12)
+
+
+def test_rcp_gain_matches_the_metric_core():
+    rng = np.random.default_rng(0)
+    ability = rng.normal(0, 3, (3, 4, 7))
+    gamma = rng.uniform(0.3, 2.0, (3, 5))
+    beta = rng.normal(0, 2, (3, 5))
+    with jax.enable_x64(True):
+        got = np.asarray(bayes.rcp_gain(jnp.asarray(ability), jnp.asarray(gamma), jnp.asarray(beta)))
+    for d in range(3):
+        np.testing.assert_allclose(got[d], reference_gain(ability[d], gamma[d], beta[d]), atol=1e-12)
+
+
+def _small_calibration(seed=0, q=8, n=30):
+    sim = simulate.simulate_judgements(seed, [n] * q)
+    fit = bradley_terry.fit_windows(sim.window_docs, sim.window_scores, sim.window_query, sim.truth.n_docs,
+                                    dtype=jnp.float64)
+    passes, trials = irt.collapse_placements(sim.rubric_query, sim.rubric_doc, sim.rubric_answers, q, n)
+    return sim, fit, passes, trials
+
+
+def test_log_posterior_is_nc_times_the_map_objective():
+    """-log p(u, v, tau, alpha | y) = NC x (mean-scaled MAP objective) + constant, at any point."""
+    _, fit, passes, trials = _small_calibration()
+    cells = irt.calibration_cells(fit.theta, passes, trials)
+    nc = trials.sum()
+    rng = np.random.default_rng(1)
+    h = bayes.helmert_matrix(5)
+    gaps = []
+    with jax.enable_x64(True):
+        kw = dict(theta=jnp.asarray(fit.theta), passes=jnp.asarray(passes), trials=jnp.asarray(trials))
+        for _ in range(3):
+            uc, vc = rng.normal(0, 0.3, 4), rng.normal(0, 2, 4)
+            tau, alpha = rng.uniform(0.3, 2.5, 8), rng.normal(0, 1, 8)
+            lp = log_density(bayes.calibration_model, (), kw, {"u": uc, "v": vc, "tau": tau, "alpha": alpha})[0]
+            obj = irt.calibration_objective(
+                jnp.asarray(h @ uc), jnp.asarray(h @ vc), jnp.asarray(np.log(np.expm1(tau))), jnp.asarray(alpha),
+                jnp.asarray(cells.theta), jnp.asarray(cells.criterion), jnp.asarray(cells.passes),
+                jnp.asarray(cells.trials),
+            )
+            gaps.append(float(-lp - nc * obj))
+    assert np.ptp(gaps) < 1e-6 * abs(gaps[0]) + 1e-6
+
+
+def test_foundation_map_is_a_stationary_point_of_the_log_posterior():
+    _, fit, passes, trials = _small_calibration()
+    cal = irt.fit_2pl_calibration(irt.calibration_cells(fit.theta, passes, trials), dtype=jnp.float64)
+    uc, vc = bayes.item_contrasts(cal.u, cal.v)
+    with jax.enable_x64(True):
+        kw = dict(theta=jnp.asarray(fit.theta), passes=jnp.asarray(passes), trials=jnp.asarray(trials))
+        point = {"u": jnp.asarray(uc), "v": jnp.asarray(vc), "tau": jnp.asarray(cal.tau), "alpha": jnp.asarray(cal.alpha)}
+        grad = jax.grad(lambda p: log_density(bayes.calibration_model, (), kw, p)[0])(point)
+    for name, g in grad.items():
+        assert np.abs(np.asarray(g)).max() < 1e-5, name
+
+
+def test_find_map_of_the_numpyro_model_equals_the_foundation_map():
+    _, fit, passes, trials = _small_calibration(seed=3, q=12, n=40)
+    cal = irt.fit_2pl_calibration(irt.calibration_cells(fit.theta, passes, trials), dtype=jnp.float64)
+    kw = dict(theta=jnp.asarray(fit.theta, jnp.float32), passes=jnp.asarray(passes, jnp.float32),
+              trials=jnp.asarray(trials, jnp.float32))
+    values, info = inference.find_map(bayes.calibration_model, kw, seed=0)  # starts from random points
+    for name in ("gamma", "beta", "tau", "alpha"):
+        np.testing.assert_allclose(values[name], getattr(cal, name), atol=1e-3, err_msg=name)
+    assert info["iterations"] > 0
+
+
+def test_bt_model_mode_is_the_bt_map():
+    sim = simulate.simulate_judgements(2, [12, 9, 15])
+    nd = sim.truth.n_docs
+    fit = bradley_terry.fit_windows(sim.window_docs, sim.window_scores, sim.window_query, nd, dtype=jnp.float64)
+    with jax.enable_x64(True):
+        wins = bradley_terry.pair_statistics(jnp.asarray(sim.window_docs), jnp.asarray(sim.window_scores),
+                                             jnp.asarray(sim.window_query), n_queries=3, n_docs=15)
+        z = bayes.contrasts_from_centred(jnp.asarray(fit.theta), jnp.asarray(nd))
+        kw = dict(wins=wins, n_docs=jnp.asarray(nd))
+        grad = jax.grad(lambda p: log_density(bayes.bradley_terry_model, (), kw, p)[0])({"z": z})["z"]
+    active = np.arange(1, 15)[None, :] < nd[:, None]
+    assert np.abs(np.asarray(grad)[active]).max() < 1e-6
+
+
+@pytest.mark.parametrize("model", ["calibration", "joint", "rubric_only"])
+def test_models_have_the_documented_sites_and_plates(model):
+    from numpyro import handlers
+
+    q, n, c = 3, 6, 5
+    trials = jnp.ones((q, n, c))
+    passes = jnp.zeros((q, n, c))
+    fn = {"calibration": lambda: bayes.calibration_model(jnp.zeros((q, n)), passes, trials),
+          "joint": lambda: bayes.joint_model(jnp.ones((q, n, n)), jnp.array([6, 5, 4]), passes, trials),
+          "rubric_only": lambda: bayes.rubric_only_model(passes, trials)}[model]
+    tr = handlers.trace(handlers.seed(fn, 0)).get_trace()
+    plates = {k for k, s in tr.items() if s["type"] == "plate"}
+    assert {"criterion", "query", "doc"} <= plates
+    assert tr["y"]["is_observed"] and tr["y"]["value"].shape == (q, n, c)
+    assert tr["gamma"]["value"].shape == (c,)
+    np.testing.assert_allclose(float(tr["gamma"]["value"].sum()), c, rtol=1e-5)
+    np.testing.assert_allclose(float(tr["beta"]["value"].mean()), 0.0, atol=1e-5)
+
+
+def test_models_package_stays_free_of_pandas():
+    code = "import sys, models.bayes, models.inference; print(sorted(m for m in ('pandas', 'arviz', 'xarray', 'rcp_jax', 'judging') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_importing_models_does_not_switch_on_x64():
+    code = "import jax, models.bayes, models.inference; print(jax.config.jax_enable_x64)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
