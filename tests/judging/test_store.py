@@ -161,7 +161,7 @@ def test_async_appends_share_fsyncs_and_all_land(tmp_path, monkeypatch):
         asyncio.run(go(store))
         assert all(store.is_done("tournament", record_id(FAMILY, w)) for w in windows)
     assert len(read_judgements(tmp_path, "tournament")) == 50
-    assert 1 <= len(fsyncs) < 50  # every record fsync'd before acknowledged, in shared groups
+    assert len(fsyncs) >= 1 and len(fsyncs) < 50  # every record fsync'd before acknowledged, in shared groups
 
 
 def test_reparse_into_a_new_store(tmp_path):

