@@ -33,6 +33,8 @@ from rcp_jax.evaluation import evaluate, leaderboard
 from rcp_jax.list_compare import ListComparison, compare_ideal_lists, compare_ideal_lists_sync, ideal_lists
 from rcp_jax.human import ContestSet, contest_verdicts, head_to_head, human_agreement_report, load_contests
 from rcp_jax.metrics import PROTOCOLS, Protocol, QueryScore, gain, score_query
+from rcp_jax.posterior import Posterior, fit_posterior, load_posterior, save_posterior
+from rcp_jax.posterior_metrics import PosteriorMetrics, format_posterior_table, posterior_metrics
 from rcp_jax.schedule import ScheduleConfig, schedule_counts
 from rcp_jax.tournament import fit_bradley_terry
 
@@ -52,6 +54,9 @@ __all__ = [
     "undistinguishable_queries", "undistinguishable_summary", "expected_calibration_error", "brier_score",
     "calibration_report", "local_dependence", "item_transfer", "tau_spread",
     "ListComparison", "compare_ideal_lists", "compare_ideal_lists_sync", "ideal_lists",
+    # Bayesian
+    "fit_posterior", "Posterior", "posterior_metrics", "PosteriorMetrics", "format_posterior_table",
+    "save_posterior", "load_posterior",
     # agreement with humans
     "load_contests", "ContestSet", "contest_verdicts", "head_to_head", "human_agreement_report",
 ]
