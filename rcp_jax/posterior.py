@@ -641,7 +641,7 @@ def load_posterior(folder) -> Posterior:
     meta_path, npz_path = folder / "posterior.json", folder / "draws.npz"
     if not meta_path.is_file() or not npz_path.is_file():
         raise DataError(f"{folder} holds no posterior (expected posterior.json and draws.npz from `rcp-jax fit "
-                        f"--method nuts|svi`)")
+                        f"--method nuts|svi|laplace`)")
     meta = json.loads(meta_path.read_text())
     if meta.get("format") != _FORMAT:
         raise DataError(f"{meta_path}: unknown posterior format {meta.get('format')!r}; refit with this version")

@@ -21,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", default="plain", help="plain, nanobeir, bright, trecdl, vidore or mteb")
     p.add_argument("--out", type=Path, default=None, help="write per_query.csv and leaderboard.csv here")
     p.add_argument("--posterior", action="store_true",
-                   help="also report posterior intervals and P(A > B) from the calibration's posterior draws")
+                   help="also report posterior intervals and P(A > B) from the posterior draws beside the calibration "
+                        "(`rcp-jax fit --method nuts|svi|laplace`, any --model)")
     p.add_argument("--rope", type=float, default=0.02, help="region of practical equivalence |delta| (default 0.02)")
     p.add_argument("--unknown-docs", choices=["error", "warn", "ignore"], default="error",
                    help="a run scoring a document outside its query's pool (--pools, else the calibration): refuse "

@@ -1,4 +1,4 @@
-"""``rcp-jax fit``: BT + 2PL calibration from a judgement store (MAP, or a posterior by NUTS / SVI)."""
+"""``rcp-jax fit``: BT + 2PL calibration from a judgement store (MAP, or a posterior by NUTS / SVI / Laplace)."""
 
 from __future__ import annotations
 
@@ -9,59 +9,98 @@ from rcp_jax.commands._common import emit
 
 NAME = "fit"
 HELP = "fit Bradley-Terry and the 2PL calibration from a judgement store and write the calibration"
+MODELS = ("frozen", "joint", "rubric-only")
+METHODS = ("map", "nuts", "svi", "laplace")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", type=Path, required=True, help="judgement store folder (from `rcp-jax judge`)")
-    p.add_argument("--out", type=Path, required=True, help="output folder (calibration/, bt.csv, ...)")
+    p.add_argument("--out", type=Path, required=True, help="output folder (calibration/, bt.csv, posterior/, ...)")
     p.add_argument("--family", default=None, help="judge model or family id to use when the store holds several")
-    p.add_argument("--method", choices=["map", "nuts", "svi"], default="map",
-                   help="map (default): jit-compiled MAP; nuts / svi: Bayesian posterior (see rcp_jax.posterior)")
-    p.add_argument("--float64", action="store_true", help="fit in double precision")
-    p.add_argument("--draws", type=int, default=500, help="posterior draws per chain (nuts/svi)")
-    p.add_argument("--chains", type=int, default=2, help="NUTS chains (vectorised on one device)")
-    p.add_argument("--seed", type=int, default=0, help="inference seed (nuts/svi)")
+    p.add_argument("--model", choices=MODELS, default="frozen",
+                   help="frozen (default): 2PL on the BT scores taken as exact; joint: BT scores latent, tournament "
+                        "noise flows into the gains (nuts/svi/laplace); rubric-only: 2PL on the rubric answers alone")
+    p.add_argument("--method", choices=METHODS, default="map",
+                   help="map (default): point fit only (frozen: the MAP; rubric-only: marginal ML); nuts, svi "
+                        "(AutoNormal) or laplace (AutoLaplaceApproximation): a posterior, written to posterior/ "
+                        "(see rcp_jax.posterior)")
+    p.add_argument("--float64", action="store_true", help="fit the point calibration in double precision")
+    p.add_argument("--warmup", type=int, default=500, help="NUTS warmup iterations per chain (default 500)")
+    p.add_argument("--draws", type=int, default=500,
+                   help="posterior draws per chain (nuts) or from the fitted guide (svi/laplace); default 500")
+    p.add_argument("--chains", type=int, default=2, help="NUTS chains (vectorised on one device; default 2)")
+    p.add_argument("--svi-steps", type=int, default=3000, help="optimisation steps of svi/laplace (default 3000)")
+    p.add_argument("--seed", type=int, default=0, help="inference seed (nuts/svi/laplace)")
+
+
+def check_arguments(args) -> None:
+    """Refuse combinations that have no meaning, before anything is read or fitted."""
+    from rcp_jax.errors import DataError
+
+    if args.model == "joint" and args.method == "map":
+        raise DataError(
+            "--model joint has no point fit: the joint model exists to carry tournament noise into the gains, so "
+            "use --method nuts (or svi / laplace, its fast approximations); for a MAP use --model frozen"
+        )
+    for name in ("warmup", "draws", "chains", "svi_steps"):
+        value = getattr(args, name)
+        if value < (0 if name == "warmup" else 1):
+            raise DataError(f"--{name.replace('_', '-')} must be {'>= 0' if name == 'warmup' else '>= 1'}, got {value}")
 
 
 def run(args) -> int:
     import warnings
 
-    from rcp_jax.calibration import calibrate, save_calibration
+    from rcp_jax.calibration import calibrate, fit_rubric_only, save_calibration
     from rcp_jax.io import atomic_write_csv, atomic_write_json
     from rcp_jax.pipeline import flag_notes, store_tables
     from rcp_jax.tournament import fit_bradley_terry
 
+    check_arguments(args)
     window_scores, answers, families = store_tables(args.store, family=args.family)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         bt = fit_bradley_terry(window_scores, float64=args.float64)
-        cal = calibrate(bt, answers, float64=args.float64)
+        # The point calibration evaluate uses: the rubric-only fit for that model, else the frozen-BT MAP
+        # (which also starts the joint model's chains).
+        cal = fit_rubric_only(answers) if args.model == "rubric-only" else calibrate(bt, answers, float64=args.float64)
     notes = [str(w.message) for w in caught] + flag_notes(args.store)
     atomic_write_csv(args.out / "window_scores.csv", window_scores)
     atomic_write_csv(args.out / "answers.csv", answers)
     atomic_write_csv(args.out / "bt.csv", bt)
     save_calibration(cal, args.out / "calibration")
-    payload = {"method": args.method, "queries": int(cal.queries["calibrated"].sum()),
+    payload = {"model": args.model, "method": args.method, "queries": int(cal.queries["calibrated"].sum()),
                "documents": int(cal.documents["gain"].notna().sum()), "criteria": cal.criteria,
                "gamma": cal.gamma, "beta": cal.beta, "families": families, "notes": notes,
                "calibration": str(args.out / "calibration")}
     if args.method != "map":
         from rcp_jax import posterior
 
-        post = posterior.fit_posterior(window_scores, answers, method=args.method, num_samples=args.draws,
-                                       num_chains=args.chains, seed=args.seed)
+        model = args.model.replace("-", "_")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            post = posterior.fit_posterior(
+                None if model == "rubric_only" else window_scores, answers, model=model, method=args.method,
+                num_warmup=args.warmup, num_samples=args.draws, num_chains=args.chains, svi_steps=args.svi_steps,
+                seed=args.seed,
+            )
+        notes += [str(w.message) for w in caught if str(w.message) not in notes]
         path = posterior.save_posterior(post, args.out / "posterior")
         payload["posterior"] = str(path)
         payload["diagnostics"] = posterior.diagnostics_summary(post)
     atomic_write_json(args.out / "fit.json", payload)
     lines = [
-        f"fitted {payload['queries']} queries, {payload['documents']} documents ({args.method})",
+        f"fitted {payload['queries']} queries, {payload['documents']} documents ({args.model} model, {args.method})",
         "gamma: " + " ".join(f"{c}={g:.3f}" for c, g in zip(cal.criteria, cal.gamma)),
         "beta:  " + " ".join(f"{c}={b:+.3f}" for c, b in zip(cal.criteria, cal.beta)),
         *[f"note: {n}" for n in notes],
         f"calibration written to {args.out / 'calibration'}",
     ]
     if "posterior" in payload:
+        d = payload["diagnostics"]
+        if args.method == "nuts":
+            lines.append(f"NUTS: {d['num_chains']} chains x {d['num_draws']} draws, {d['divergences']} divergences, "
+                         f"max R-hat {d['max_rhat']:.3f}, min bulk ESS {d['min_ess_bulk']:.0f}")
         lines.append(f"posterior written to {payload['posterior']}")
     emit(args, payload, "\n".join(lines))
     return 0

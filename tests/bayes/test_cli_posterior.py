@@ -1,33 +1,84 @@
-"""`rcp-jax fit --method nuts` and `rcp-jax evaluate --posterior` on the shared tiny dataset (in process)."""
+"""`rcp-jax fit --model ... --method ...` and `rcp-jax evaluate --posterior` on the shared tiny dataset (in process)."""
 
 from __future__ import annotations
 
 import json
 
 import pandas as pd
+import pytest
 
 from rcp_jax.cli import main
 
 
-def test_fit_nuts_then_evaluate_posterior(shared_data, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def tiny_store(shared_data, tmp_path_factory):
+    """(judgement store of the tiny reference rows, runs.csv of its systems)."""
     tiny = shared_data / "reference" / "tiny"
+    folder = tmp_path_factory.mktemp("tiny")
     runs = []
     for line in (tiny / "systems.jsonl").read_text().splitlines():
         r = json.loads(line)
         runs += [(r["system"], r["query_id"], d, s) for d, s in r["scores"].items()]
-    pd.DataFrame(runs, columns=["system", "query_id", "doc_id", "score"]).to_csv(tmp_path / "runs.csv", index=False)
-    assert main(["judge", "--rows", str(tiny / "rows.jsonl"), "--store", str(tmp_path / "store")]) == 0
+    pd.DataFrame(runs, columns=["system", "query_id", "doc_id", "score"]).to_csv(folder / "runs.csv", index=False)
+    assert main(["judge", "--rows", str(tiny / "rows.jsonl"), "--store", str(folder / "store"), "--quiet"]) == 0
+    return folder / "store", folder / "runs.csv"
+
+
+def _fit_and_evaluate(store, runs, out, capsys, *fit_args):
     capsys.readouterr()
-    code = main(["fit", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "fit"), "--method", "nuts",
-                 "--draws", "200", "--chains", "2", "--json"])
-    assert code == 0
+    assert main(["fit", "--store", str(store), "--out", str(out), *fit_args, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["method"] == "nuts" and info["diagnostics"]["num_chains"] == 2
-    assert (tmp_path / "fit" / "posterior" / "draws.npz").is_file()
-    code = main(["evaluate", "--calibration", str(tmp_path / "fit" / "calibration"), "--runs", str(tmp_path / "runs.csv"),
-                 "--k", "5", "--posterior", "--json"])
+    assert (out / "posterior" / "draws.npz").is_file()
+    code = main(["evaluate", "--calibration", str(out / "calibration"), "--runs", str(runs), "--k", "5", "--posterior",
+                 "--json"])
     assert code == 0
-    out = json.loads(capsys.readouterr().out)
+    return info, json.loads(capsys.readouterr().out)
+
+
+def test_fit_nuts_then_evaluate_posterior(tiny_store, tmp_path, capsys):
+    store, runs = tiny_store
+    info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--method", "nuts", "--warmup", "200",
+                                  "--draws", "200", "--chains", "2")
+    assert info["method"] == "nuts" and info["model"] == "frozen"
+    assert info["diagnostics"]["num_chains"] == 2 and info["diagnostics"]["num_draws"] == 200
     pairs = out["posterior"]["pairs"]
     assert len(pairs) == 1 and {"p_a_better", "p_rope", "call"} <= set(pairs[0])
     assert 0 <= pairs[0]["p_a_better"] <= 1
+
+
+def test_fit_joint_model_then_evaluate_posterior(tiny_store, tmp_path, capsys):
+    from rcp_jax.posterior import load_posterior
+
+    store, runs = tiny_store
+    info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--model", "joint", "--method", "nuts",
+                                  "--warmup", "150", "--draws", "100", "--chains", "2", "--seed", "3")
+    assert info["model"] == "joint" and info["diagnostics"]["model"] == "joint"
+    assert info["diagnostics"]["num_draws"] == 100
+    post = load_posterior(tmp_path / "fit" / "posterior")
+    assert post.model == "joint" and "theta" in post.idata.posterior  # the BT scores were latent
+    assert (post.documents["theta_sd"] > 0).all()
+    systems = out["posterior"]["systems"]
+    assert len(systems) == 2 and all(s["lo"] <= s["mean"] <= s["hi"] for s in systems)
+
+
+def test_fit_rubric_only_by_laplace_then_evaluate_posterior(tiny_store, tmp_path, capsys):
+    store, runs = tiny_store
+    info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--model", "rubric-only", "--method",
+                                  "laplace", "--draws", "100", "--svi-steps", "300")
+    assert info["model"] == "rubric-only" and info["diagnostics"]["method"] == "laplace"
+    assert info["diagnostics"]["max_rhat"] is None  # no chains to compare
+    cal = json.loads((tmp_path / "fit" / "calibration" / "items.json").read_text())
+    assert cal["method"] == "rubric_only"  # evaluate's point gains come from the rubric-only fit
+    assert len(out["posterior"]["systems"]) == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "joint", "--method", "map"], "--model joint has no point fit"),
+    (["--method", "nuts", "--chains", "0"], "--chains must be >= 1"),
+])
+def test_fit_refuses_meaningless_combinations(tiny_store, tmp_path, capsys, args, message):
+    store, _ = tiny_store
+    capsys.readouterr()
+    assert main(["fit", "--store", str(store), "--out", str(tmp_path / "fit"), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "fit").exists()  # refused before anything was written
