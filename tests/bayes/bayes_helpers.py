@@ -32,6 +32,20 @@ def true_gains(sim: simulate.SimulatedJudgements) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
+def exact_bt_scores(sim: simulate.SimulatedJudgements) -> pd.DataFrame:
+    """``query_id, doc_id, theta`` with noise-free BT scores: ``theta = d_q (r - mean_q r)``.
+
+    The frozen-BT model's own assumption: the scores it is given are exact up to an affine map per
+    query, so that ``tau_q theta + alpha_q`` is the true relevance (here ``tau_q = 1 / d_q``,
+    ``alpha_q = mean_q r``, with ``d_q`` the simulated judge's decisiveness).
+    """
+    out = []
+    for q, (r, d) in enumerate(zip(sim.truth.relevance, sim.truth.decisiveness)):
+        out.append(pd.DataFrame({"query_id": f"q{q}", "doc_id": [f"q{q}-d{i}" for i in range(len(r))],
+                                 "theta": d * (r - r.mean())}))
+    return pd.concat(out, ignore_index=True)
+
+
 def simulated_run(sim: simulate.SimulatedJudgements, quality, seed: int = 0, *, depth: int | None = None) -> pd.DataFrame:
     """Rerankers of different quality: score = relevance + N(0, 1/quality^2), optional top-depth cut."""
     rng = np.random.default_rng(seed)

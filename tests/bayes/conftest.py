@@ -6,7 +6,9 @@ them for the process), so the fixtures below fix a few shapes that several tests
 * ``collection`` - 50 queries x 60 documents (the size the issue asks NUTS to handle without
   divergences and with R-hat < 1.01), fitted once with the frozen-BT model;
 * ``noisy`` - 20 queries x 30 documents with a noisy, sparse tournament, fitted with the frozen and
-  the joint model (the notebook's small mode uses the same sizes and settings).
+  the joint model (the notebook's small mode uses the same sizes and settings), and with the frozen
+  model given the exact BT scores (``frozen_exact``: its own generative assumption; same shapes, so
+  the compiled frozen program is reused).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bayes_helpers (also used by benchmarks/sbc.py)
-from bayes_helpers import collection_tables, simulated_run, true_gains  # noqa: E402
+from bayes_helpers import collection_tables, exact_bt_scores, simulated_run, true_gains  # noqa: E402
 
 from models import simulate  # noqa: E402
 
@@ -63,12 +65,14 @@ def noisy():
 def noisy_posteriors(noisy):
     from rcp_jax.posterior import fit_posterior
 
-    _, windows, answers, _ = noisy
+    sim, windows, answers, _ = noisy
     out = {}
-    for model in ("frozen", "joint"):
+    for name, model, tournament in (("frozen", "frozen", windows), ("joint", "joint", windows),
+                                    ("frozen_exact", "frozen", exact_bt_scores(sim))):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out[model] = fit_posterior(windows, answers, model=model, num_warmup=WARMUP, num_samples=SAMPLES, seed=1)
+            out[name] = fit_posterior(tournament, answers, model=model, num_warmup=WARMUP, num_samples=SAMPLES,
+                                      seed=1)
     return out
 
 
