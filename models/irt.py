@@ -37,6 +37,8 @@ DEFAULT_RIDGE = 1e-4
 TAU_PRIOR_SD = 1.0
 ALPHA_PRIOR_SD = 2.0
 _SOFTPLUS_INV_ONE = float(np.log(np.expm1(1.0)))
+#: Largest change of t = softplus^-1(tau) in one Newton step of the calibration (a trust region on t).
+MAX_T_STEP = 1.0
 
 
 def _binomial_nll(logit: jax.Array, passes: jax.Array, trials: jax.Array) -> jax.Array:
@@ -236,6 +238,11 @@ def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, ma
         rhs = g_s - jnp.einsum("qls,ql->s", w, g_l)
         d_s = jnp.linalg.solve(schur, rhs)
         d_l = jnp.einsum("qlm,qm->ql", inv_ll, g_l) - jnp.einsum("qls,s->ql", w, d_s)
+        # trust region on t = softplus^-1(tau): one step moves tau by at most a factor ~e when small. An
+        # unbounded step (the coupled system is ill-conditioned while other queries' alpha run off to
+        # +-inf on all-pass / all-fail data) can throw t to -20, where its gradient vanishes and the
+        # query is stuck at tau ~ 0 far from its optimum.
+        d_l = d_l.at[:, 0].set(jnp.clip(d_l[:, 0], -MAX_T_STEP, MAX_T_STEP))
         ok_dir = jnp.all(jnp.isfinite(d_s)) & jnp.all(jnp.isfinite(d_l))
         s_new = s - jnp.where(ok_dir, d_s, 0.0)
         l_new = local - jnp.where(ok_dir, d_l, 0.0)

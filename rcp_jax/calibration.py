@@ -229,8 +229,10 @@ def _restart_collapsed(fit, cells, *, ridge, dtype, max_iter, attempts: int = 2)
 
     The Newton iteration works on ``t`` with ``tau = softplus(t)``: an early step can throw ``t`` far
     negative, where its gradient vanishes and the query stays at tau ~ 0 although a much better optimum
-    exists (seen when other queries are degenerate). Restarting from the fitted items, with those queries'
-    (tau, alpha) reset to (1, 0), finds it; a restart is kept only if it lowers the objective.
+    exists (seen when other queries are degenerate). Since the solver bounds the step in ``t``
+    (``models.irt.MAX_T_STEP``) this no longer happens on the data that showed it; the restart stays as a
+    safety net. Restarting from the fitted items, with those queries' (tau, alpha) reset to (1, 0), finds
+    the better optimum; a restart is kept only if it lowers the objective.
     """
     import dataclasses
 
