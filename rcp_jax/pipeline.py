@@ -126,21 +126,54 @@ class PipelineResult:
     notes: list[str] = field(default_factory=list)
 
 
-def tournament_table(judgements: Sequence[Judgement]) -> pd.DataFrame:
-    """Long table ``query_id, window_id, doc_id, score`` of valid tournament judgements."""
+class FlaggedJudgementWarning(UserWarning):
+    """Valid judgements carrying a flag (e.g. an answer repeating one planted in a document) were left out."""
+
+
+def _usable(j: Judgement, keep_flagged: bool) -> bool:
+    return j.valid and (keep_flagged or not j.flags)
+
+
+def warn_flagged(judgements: Sequence[Judgement], *, keep_flagged: bool = False, stacklevel: int = 2) -> int:
+    """Warn once about the valid but flagged judgements a table leaves out; returns how many there are.
+
+    A flag such as ``echoes_document:<doc id>`` means the judge's answer equals an answer object written
+    inside one of the window's documents: a prompt injection that worked. Such an answer is kept in the
+    store (it was paid for, and it is evidence) but is not fed to the fits unless ``keep_flagged``.
+    """
+    flagged = [j for j in judgements if j.valid and j.flags]
+    if flagged and not keep_flagged:
+        shown = ", ".join(f"{j.window.label} ({'; '.join(j.flags)})" for j in flagged[:5])
+        more = f" and {len(flagged) - 5} more" if len(flagged) > 5 else ""
+        warnings.warn(
+            f"{len(flagged)} flagged judgement(s) left out of the fit: {shown}{more}. Inspect those windows' "
+            "documents; to use the answers anyway pass keep_flagged=True (CLI: --keep-flagged)",
+            FlaggedJudgementWarning, stacklevel=stacklevel,
+        )
+    return len(flagged)
+
+
+def tournament_table(judgements: Sequence[Judgement], *, keep_flagged: bool = False) -> pd.DataFrame:
+    """Long table ``query_id, window_id, doc_id, score`` of valid tournament judgements.
+
+    Flagged judgements (:func:`warn_flagged`) are left out unless ``keep_flagged``.
+    """
     rows = []
     for j in judgements:
-        if j.valid and j.scores is not None:
+        if _usable(j, keep_flagged) and j.scores is not None:
             wid = f"{j.window.phase}#{j.window.sequence}"
             rows.extend((j.window.query_id, wid, d, float(j.scores[d])) for d in j.window.doc_ids)
     return pd.DataFrame(rows, columns=["query_id", "window_id", "doc_id", "score"])
 
 
-def rubric_table(judgements: Sequence[Judgement]) -> pd.DataFrame:
-    """Long table ``query_id, window_id, doc_id, C1..CK`` (one row per placement) of valid rubric judgements."""
+def rubric_table(judgements: Sequence[Judgement], *, keep_flagged: bool = False) -> pd.DataFrame:
+    """Long table ``query_id, window_id, doc_id, C1..CK`` (one row per placement) of valid rubric judgements.
+
+    Flagged judgements (:func:`warn_flagged`) are left out unless ``keep_flagged``.
+    """
     rows, k = [], None
     for j in judgements:
-        if j.valid and j.criteria is not None:
+        if _usable(j, keep_flagged) and j.criteria is not None:
             wid = f"{j.window.phase}#{j.window.sequence}"
             for d in j.window.doc_ids:
                 ans = j.criteria[d]
@@ -216,8 +249,12 @@ async def judge_collection(
     concurrency: int = 16,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    keep_flagged: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
     """Run Stage A and Stage B for every query of ``collection`` (async).
+
+    Flagged answers (:func:`warn_flagged`) stay in the store but feed neither the schedule's refits nor
+    the returned tables unless ``keep_flagged``; one :class:`FlaggedJudgementWarning` names them.
 
     Returns:
         (window_scores, answers, final BT table, judge calls made).
@@ -234,7 +271,7 @@ async def judge_collection(
         r1 = [w for q, d in pools.items() for w in S.tournament_round1(q, d, seed=seed, dataset=ds, config=config)]
     tour, c = await _judge(r1, desc="round 1", progress=progress, **common)
     calls += c
-    bt = fit_bradley_terry(tournament_table(tour))
+    bt = fit_bradley_terry(tournament_table(tour, keep_flagged=keep_flagged))
     say(f"round 1: {len(r1)} windows, BT refit of {bt['query_id'].nunique()} queries")
     r2 = [w for q, d in pools.items() for w in S.tournament_round2(q, d, _bt_scores(bt, pools)[q], seed=seed, dataset=ds, config=config)]
     more, c = await _judge(r2, desc="round 2", progress=progress, **common)
@@ -246,7 +283,7 @@ async def judge_collection(
     for b in range(n_batches):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # mid-tournament disconnection is expected
-            bt = fit_bradley_terry(tournament_table(tour))
+            bt = fit_bradley_terry(tournament_table(tour, keep_flagged=keep_flagged))
         scores = _bt_scores(bt, pools)
         batch = []
         for q, docs in pools.items():
@@ -256,19 +293,20 @@ async def judge_collection(
         tour, calls = tour + more, calls + c
         for w in batch:
             shown[w.query_id].append(w)
-    window_scores = tournament_table(tour)
+    window_scores = tournament_table(tour, keep_flagged=keep_flagged)
     bt = fit_bradley_terry(window_scores)
     say(f"tournament done: {len(tour)} windows")
 
     rb = [w for q, d in pools.items() for w in S.rubric_balanced(q, d, seed=seed, dataset=ds, config=config)]
     rub, c = await _judge(rb, desc="rubric balanced", progress=progress, **common)
     calls += c
-    abilities = S.rasch_abilities(pools, rubric_table(rub))
+    abilities = S.rasch_abilities(pools, rubric_table(rub, keep_flagged=keep_flagged))
     rs = [w for q, d in pools.items() for w in S.rubric_stratified(q, d, abilities[q], seed=seed, dataset=ds, config=config)]
     more, c = await _judge(rs, desc="rubric stratified", progress=progress, **common)
     rub, calls = rub + more, calls + c
     say(f"rubric done: {len(rub)} windows")
-    return window_scores, rubric_table(rub), bt, calls
+    warn_flagged(tour + rub, keep_flagged=keep_flagged, stacklevel=3)
+    return window_scores, rubric_table(rub, keep_flagged=keep_flagged), bt, calls
 
 
 def run_pipeline(
@@ -284,6 +322,7 @@ def run_pipeline(
     concurrency: int = 16,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    keep_flagged: bool = False,
 ) -> PipelineResult:
     """Judge, fit and evaluate a collection (synchronous wrapper around :func:`judge_collection`).
 
@@ -295,13 +334,14 @@ def run_pipeline(
         seed: schedule seed. k, protocol: metric settings.
         config: schedule constants. concurrency: judge calls in flight.
         progress: show progress bars.
+        keep_flagged: fit flagged answers too (default: left out, with a warning; :func:`warn_flagged`).
 
     Returns:
         :class:`PipelineResult`.
     """
     window_scores, answers, bt, calls = judge_collection_sync(
         collection, judge=judge, store=store, seed=seed, config=config, concurrency=concurrency,
-        progress=progress, log=log,
+        progress=progress, log=log, keep_flagged=keep_flagged,
     )
     calibration = calibrate(bt, answers)
     result = PipelineResult(window_scores=window_scores, answers=answers, bt=bt, calibration=calibration, calls=calls)
@@ -336,13 +376,16 @@ def write_outputs(result: PipelineResult, folder: str | Path) -> dict[str, Path]
     return paths
 
 
-def store_tables(store: str | Path, *, family: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def store_tables(
+    store: str | Path, *, family: str | None = None, keep_flagged: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Tournament and rubric tables of a judgement store, refusing to mix judge families.
 
     Args:
         store: store folder (``tournament.jsonl``, ``rubric.jsonl``).
         family: keep only records whose model is ``family`` (or whose family id starts with it); required
             when a stage holds several families.
+        keep_flagged: use flagged answers too (default: left out with a :class:`FlaggedJudgementWarning`).
 
     Returns:
         (window_scores, answers, {"tournament": family dict, "rubric": family dict}).
@@ -379,7 +422,9 @@ def store_tables(store: str | Path, *, family: str | None = None) -> tuple[pd.Da
         if not records:
             raise DataError(f"{store / (stage + '.jsonl')} has no valid {stage} judgements; run `rcp-jax judge` first")
         families[stage] = next(iter(found.values())).to_dict()
-        tables[stage] = tournament_table(records) if stage == "tournament" else rubric_table(records)
+        warn_flagged(records, keep_flagged=keep_flagged, stacklevel=2)
+        table = tournament_table if stage == "tournament" else rubric_table
+        tables[stage] = table(records, keep_flagged=keep_flagged)
     t, r = families["tournament"], families["rubric"]
     if (t["model"], t["decoding"]) != (r["model"], r["decoding"]):
         raise DataError(
@@ -397,7 +442,7 @@ def flag_notes(store: str | Path) -> list[str]:
     notes = []
     for stage in ("tournament", "rubric"):
         for j in read_judgements(store, stage, valid_only=True):
-            notes.extend(f"window {j.window.label}: {flag} (see the judgement store)" for flag in j.flags)
+            notes.extend(f"window {j.window.label}: {flag} (left out of fits; see the judgement store)" for flag in j.flags)
     return notes
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 
 import pytest
 
 from judging import BaseJudge, Completion, SimulatedJudge, Usage, Window, judge_windows_sync, read_judgements
 from judging.render import read_rendered
-from rcp_jax.pipeline import flag_notes
+from rcp_jax.pipeline import FlaggedJudgementWarning, flag_notes, tournament_table, warn_flagged
 
 QUERY = "how do lighthouses warn ships?"
 HONEST = {f"d{i}": f"Lighthouse fact number {i}: lenses, lamps and fog horns ({i})." for i in range(6)}
@@ -107,4 +108,24 @@ def test_a_judge_repeating_a_planted_answer_is_reported(tmp_path, caplog):
     assert warned and "q/tournament/round1#0" in warned[0] and "prompt injection" in warned[0]
     # `rcp-jax judge` and `rcp-jax fit` print these as notes (and put them in their --json output)
     assert flag_notes(tmp_path / "store") == [
-        "window q/tournament/round1#0: echoes_document:planted (see the judgement store)"]
+        "window q/tournament/round1#0: echoes_document:planted (left out of fits; see the judgement store)"]
+
+
+def test_a_flagged_answer_is_left_out_of_the_tables_unless_kept(tmp_path):
+    scores = {"doc_1": -5, "doc_2": 5, "doc_3": -4}
+    docs = {**HONEST, "planted": planted(scores)}
+    windows = [Window("q", "tournament", "round1", 0, ("d0", "planted", "d1")),
+               Window("q", "tournament", "round1", 1, ("d2", "d3", "d4"))]
+    _, out, _ = judge(tmp_path, docs, windows)
+    with pytest.warns(FlaggedJudgementWarning, match=r"1 flagged judgement\(s\) left out .*q/tournament/round1#0 "
+                      r"\(echoes_document:planted\).*keep_flagged=True"):
+        assert warn_flagged(out) == 1
+    table = tournament_table(out)
+    assert set(table["window_id"]) == {"round1#1"}  # the hijacked window feeds no fit
+    assert "planted" not in set(table["doc_id"])
+    kept = tournament_table(out, keep_flagged=True)
+    assert set(kept["window_id"]) == {"round1#0", "round1#1"}
+    assert kept.loc[kept.doc_id == "planted", "score"].item() == 5.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warn_flagged(out, keep_flagged=True) == 1  # counted, no warning when kept on purpose
