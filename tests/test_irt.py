@@ -202,6 +202,24 @@ def test_rubric_only_recovers_simulated_items():
     assert np.corrcoef(cal.beta, t.beta)[0, 1] > 0.99
 
 
+def test_rubric_only_agrees_with_girth_on_binary_answers():
+    """Independent implementation: girth's 2PL marginal ML (EM, 41 points on [-4.5, 4.5]) on one 0/1
+    answer per item and criterion, put on RCP's convention (sum gamma = C, mean beta = 0)."""
+    import girth  # noqa: PLC0415 - a dev dependency, only this test uses it
+    rng = np.random.default_rng(5)
+    a_true, b_true = np.array([1.3, 1.0, 0.9, 1.2, 0.7]), np.array([-1.8, -1.2, -0.1, 0.6, 2.5])
+    ability = rng.normal(size=3000)
+    binary = (rng.random((3000, 5)) < expit(a_true * (ability[:, None] - b_true))).astype(float)
+    ours = irt.fit_rubric_only(binary, np.ones_like(binary))
+    ref = girth.twopl_mml(binary.T.astype(int))
+    a, b = np.asarray(ref["Discrimination"], float), np.asarray(ref["Difficulty"], float)
+    s = 5 / a.sum()
+    gamma, beta = a * s, (b - b.mean()) / s
+    assert ours.converged
+    assert np.abs(ours.gamma - gamma).max() < 2e-3, (ours.gamma, gamma)
+    assert np.abs(ours.beta - beta).max() < 2e-3, (ours.beta, beta)
+
+
 @pytest.mark.parametrize(
     "mutate, error, message",
     [
