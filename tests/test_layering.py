@@ -54,6 +54,23 @@ def test_judging_imports_no_jax():
         assert forbidden not in top, f"judging imports {forbidden}"
 
 
+HEAVY = ("jax", "jaxlib", "numpyro", "optax", "numpy", "pandas", "scipy", "litellm", "matplotlib", "models", "judging")
+
+
 def test_rcp_jax_imports_cleanly():
+    # the public names resolve on first use: importing the package pulls in no numeric stack ...
     top = _top_level(_modules_after_import("import rcp_jax"))
+    assert "rcp_jax" in top
+    for heavy in HEAVY:
+        assert heavy not in top, f"import rcp_jax imports {heavy}"
+    # ... and the first use of a fitting function brings in models
+    top = _top_level(_modules_after_import("import rcp_jax\nrcp_jax.calibrate"))
     assert "rcp_jax" in top and "models" in top
+
+
+def test_cli_help_imports_no_numeric_stack():
+    stmt = ("import contextlib, io\nfrom rcp_jax.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    main([])")
+    top = _top_level(_modules_after_import(stmt))
+    for heavy in HEAVY:
+        assert heavy not in top, f"rcp-jax without a verb imports {heavy}"
