@@ -4,6 +4,9 @@ Each verb lives in its own module under :mod:`rcp_jax.commands` exposing ``NAME`
 ``add_arguments(parser)`` and ``run(args) -> int``; this module only wires them together, sets the
 process-level JAX options (host device count) and maps domain errors to exit codes:
 0 success, 1 runtime failure, 2 bad input / usage.
+
+Building the parser imports only the verb modules, which import NumPy, pandas, JAX and the judging layer
+inside ``run``: ``rcp-jax --help`` and ``rcp-jax --version`` start without them.
 """
 
 from __future__ import annotations
@@ -52,9 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rcp-jax`` console script; returns the process exit code."""
-    from judging.errors import JudgeError, JudgeInputError, StoreError
-    from rcp_jax.errors import RcpError
-
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.host_devices:
@@ -63,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "verb", None):
         parser.print_help()
         return 2
+    # after --help / --version have exited: they need neither the judging layer nor the numeric stack
+    from judging.errors import JudgeError, JudgeInputError, StoreError
+    from rcp_jax.errors import RcpError
 
     def show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
         # the message already names the file, line and id; the library's own source line would only confuse

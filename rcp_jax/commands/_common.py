@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from rcp_jax.errors import DataError
+
+if TYPE_CHECKING:  # imported inside the helpers that need them, so `rcp-jax --help` stays cheap
+    import pandas as pd
 
 
 def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = False) -> None:
@@ -82,6 +82,8 @@ def latent_from_qrels(pools: dict[str, list[str]], qrels: pd.DataFrame | None, s
 
     ``latent = -2 + 1.6 * grade + N(0, 0.8^2)`` on the calibrated ability scale, seeded per document.
     """
+    import numpy as np
+
     grades: dict[tuple[str, str], float] = {}
     if qrels is not None:
         grades = {(str(q), str(d)): float(g) for q, d, g in qrels[["query_id", "doc_id", "grade"]].itertuples(index=False)}
@@ -100,6 +102,8 @@ def hash_str(text: str) -> int:
 
 
 def read_runs(paths: list[Path]) -> pd.DataFrame:
+    import pandas as pd
+
     from rcp_jax import data
 
     frames = [data.read_run(p) for p in paths]

@@ -6,11 +6,12 @@ import argparse
 import json
 import math
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from rcp_jax.errors import DataError
+
+if TYPE_CHECKING:  # imported inside the functions, so `rcp-jax --help` stays cheap
+    import pandas as pd
 
 NAME = "compare"
 HELP = ("compare systems pair by pair (t-test, Wilcoxon, randomisation test, bootstrap CI) and report the "
@@ -19,6 +20,8 @@ HELP = ("compare systems pair by pair (t-test, Wilcoxon, randomisation test, boo
 
 def read_table(path: str | Path, what: str = "table") -> pd.DataFrame:
     """Read a CSV, TSV, JSONL/NDJSON, JSON (records) or Parquet table; ids are kept as strings."""
+    import pandas as pd
+
     path = Path(path)
     if not path.exists():
         raise DataError(f"{what} file {path} does not exist")
@@ -40,6 +43,8 @@ def read_table(path: str | Path, what: str = "table") -> pd.DataFrame:
 
 def jsonable(df: pd.DataFrame) -> list[dict]:
     """Records of a DataFrame with NaN -> null and NumPy scalars -> Python."""
+    import numpy as np
+
     out = []
     for rec in df.to_dict(orient="records"):
         clean = {}

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from rcp_jax.commands.compare import jsonable, read_table
 from rcp_jax.errors import DataError
+
+if TYPE_CHECKING:  # imported inside the functions, so `rcp-jax --help` stays cheap
+    import pandas as pd
 
 NAME = "diagnose"
 HELP = ("diagnose a metric (saturated / floor / compressed queries) and a calibration (ECE and Brier of "
@@ -32,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _answers(path: str, pred_cols: str | None) -> tuple[pd.DataFrame, list[str]]:
+    import numpy as np
+    import pandas as pd
+
     df = read_table(path, "answers")
     for col in ("criterion", "answer"):
         if col not in df.columns:
@@ -60,6 +64,8 @@ def _answers(path: str, pred_cols: str | None) -> tuple[pd.DataFrame, list[str]]
 
 
 def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from rcp_jax.compare import format_table
     from rcp_jax.diagnostics import calibration_report, tau_spread, undistinguishable_queries, undistinguishable_summary
 
