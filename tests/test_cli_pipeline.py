@@ -1,10 +1,14 @@
-"""The judge -> fit -> evaluate verbs on the shared tiny dataset, through the real console entry point."""
+"""The judge -> fit -> evaluate verbs on the shared tiny dataset, through the console entry point.
+
+The verbs run in this process (``rcp_jax.cli.main``, what the console script calls) with stdout and
+stderr captured at the file-descriptor level, so ``--json`` output must still be nothing but JSON;
+the console script itself runs as a subprocess in ``test_demo_cli`` and ``test_cli``.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -14,8 +18,17 @@ from rcp_jax.cli import main
 from rcp_jax.pipeline import PipelineInput, judge_collection_sync
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rcp_jax", *args], capture_output=True, text=True)
+@pytest.fixture
+def cli(capfd):
+    """``cli(*argv)`` runs one ``rcp-jax`` command: exit code, stdout and stderr as a CompletedProcess."""
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        capfd.readouterr()  # drop anything printed before
+        code = main(list(args))
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["rcp-jax", *args], code, out, err)
+
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +47,7 @@ def tiny(shared_data, tmp_path_factory):
     return folder, shared_data / "reference" / "tiny" / "rows.jsonl"
 
 
-def test_estimate_calls_nothing(tiny):
+def test_estimate_calls_nothing(tiny, cli):
     folder, rows = tiny
     out = cli("judge", "--rows", str(rows), "--estimate", "--store", str(folder / "never"), "--json")
     assert out.returncode == 0, out.stderr
@@ -44,7 +57,7 @@ def test_estimate_calls_nothing(tiny):
     assert not (folder / "never").exists()
 
 
-def test_judge_fit_evaluate_round_trip(tiny):
+def test_judge_fit_evaluate_round_trip(tiny, cli):
     folder, rows = tiny
     store, fitted = folder / "store", folder / "fit"
     first = cli("judge", "--rows", str(rows), "--store", str(store), "--json")
