@@ -536,6 +536,32 @@ def simulation_based_calibration(
     )
 
 
+def rank_uniformity_p(ranks: np.ndarray, n_draws: int, *, bins: int = 10) -> float:
+    """Bonferroni-adjusted p-value of "SBC ranks are uniform", testing each component on its own.
+
+    Each component of a parameter (e.g. ``alpha`` of query j) has one rank per dataset, and datasets are
+    independent, so a chi-square test over ``bins`` equal bins is valid per component. The smallest of
+    those p-values times the number of components (capped at 1) is returned.
+
+    Pooling all components of a parameter into one histogram is *not* valid: components fitted on the
+    same dataset are correlated, which inflates the pooled chi-square. ``alpha`` of different queries
+    share the item offsets (``beta`` has mean 0, so a shift of every ``alpha`` trades against a shift of
+    the well-discriminating items' ``beta``): with the default weak item prior their ranks correlate
+    ~0.4 within a dataset and a pooled test rejects a correct sampler (p ~0.005 in 200 datasets, in
+    float32 and float64 alike) while every per-component test passes.
+
+    Args:
+        ranks: int[B, ...] ranks (0..``n_draws``) of :class:`SBCResult`, datasets first.
+        n_draws: L, the number of posterior draws the ranks count.
+        bins: equal-width bins of ``0..L``.
+    """
+    from scipy import stats
+
+    r = np.asarray(ranks).reshape(np.shape(ranks)[0], -1)
+    p = [stats.chisquare(np.bincount(r[:, j] * bins // (n_draws + 1), minlength=bins)).pvalue for j in range(r.shape[1])]
+    return float(min(1.0, min(p) * len(p)))
+
+
 def split_rhat_ess(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Split R-hat and bulk-free ESS (numpyro.diagnostics) of draws ``float[chains, draws, ...]``."""
     from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
@@ -550,6 +576,7 @@ __all__ = [
     "default_chain_method",
     "find_map",
     "optax_adam",
+    "rank_uniformity_p",
     "run_nuts",
     "run_nuts_batched",
     "run_svi",
