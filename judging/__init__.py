@@ -8,7 +8,8 @@ Public surface
 - :class:`Window`, :class:`Judgement`, :class:`JudgeFamily`, :func:`record_id`: the records.
 - :func:`judge_windows` (async) / :func:`judge_windows_sync`: judge windows into a store, resuming.
 - :class:`LiteLLMJudge`: any litellm model string, one endpoint or several; :class:`SimulatedJudge`:
-  an offline judge driven by latent relevance.
+  an offline judge driven by latent relevance; :class:`ProcessJudge`: a judge's calls spread over
+  worker processes (``judge_windows(..., processes=N)``).
 - :class:`JudgementStore`, :func:`read_judgements`, :func:`reparse_store`: the append-only store.
 - :func:`estimate_cost`: calls, tokens and cost of a plan before spending anything.
 - :class:`PromptTemplate`, :func:`builtin_template`, :func:`render_window`: prompts.
@@ -34,6 +35,7 @@ from judging.errors import (
 from judging.estimate import Estimate, estimate_cost
 from judging.judge import BaseJudge, Completion, JudgeRequest, Ledger
 from judging.offline import SimulatedJudge, synthetic_dataset
+from judging.procs import ProcessJudge
 from judging.parse import PARSER_VERSION, ParseResult, parse_answer, parse_lists, parse_rubric, parse_tournament
 from judging.records import INVALID_CATEGORIES, STAGES, JudgeFamily, Judgement, Usage, Window, record_id
 from judging.render import PromptTemplate, RenderedWindow, builtin_template, render_window
@@ -62,6 +64,7 @@ __all__ = [
     "Ledger",
     "LiteLLMJudge",
     "ParseResult",
+    "ProcessJudge",
     "PromptError",
     "PromptTemplate",
     "RenderedWindow",

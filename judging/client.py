@@ -172,6 +172,17 @@ class LiteLLMJudge(BaseJudge):
         self._router: Any = None
         self._cost_unknown = False
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (for worker processes): the litellm module, Router and semaphores are rebuilt there."""
+        state = dict(self.__dict__)
+        state.update(_litellm=None, _router=None, _sems={})
+        return state
+
+    def prepare(self) -> None:
+        """Import litellm and resolve the structured-output mode now rather than on the first call."""
+        self._ensure_litellm()
+        self.structured_mode()
+
     def __repr__(self) -> str:
         return f"LiteLLMJudge(model={self.model!r}, endpoint={self.endpoint_label!r})"
 

@@ -143,6 +143,10 @@ class BaseJudge:
     async def complete(self, request: JudgeRequest) -> Completion:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def prepare(self) -> None:
+        """Load what the first call would otherwise load (no-op by default); worker processes call it
+        before taking calls (see :class:`judging.procs.ProcessJudge`)."""
+
     def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> tuple[int, str]:
         """Prompt tokens of ``messages`` and the method used; the base judge estimates chars/4."""
         return sum(len(m["content"]) for m in messages) // 4, "chars/4 (no tokenizer for this judge)"

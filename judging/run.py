@@ -35,6 +35,7 @@ from judging.errors import JudgeInputError
 from judging.judge import BaseJudge, JudgeRequest
 from judging.lookup import PerQuery, check_window_inputs
 from judging.parse import echoed_documents, parse_answer
+from judging.procs import ProcessJudge
 from judging.records import Judgement, Window, record_id
 from judging.store import JudgementStore
 
@@ -80,6 +81,7 @@ async def judge_windows(
     concurrency: int = 16,
     progress: Callable[[JudgeProgress], None] | None = None,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    processes: int | None = None,
 ) -> list[Judgement]:
     """Judge ``windows`` with ``judge``, storing every answer in ``store``; return the valid judgements.
 
@@ -95,6 +97,10 @@ async def judge_windows(
     progress : called with a :class:`JudgeProgress` at the start and after each window.
     max_attempts : answer attempts per window in this run; an invalid answer is stored and the window
         re-asked. Attempts are numbered across runs (a window with 3 stored invalid attempts starts at 4).
+    processes : run the judge's calls in this many worker processes (a :class:`judging.ProcessJudge`
+        started and stopped by this call), for when one process's CPU binds the call rate (litellm
+        spends milliseconds of CPU per call). Rendering, parsing and the store stay in this process,
+        so records and resume behave exactly as without. ``None`` (default): calls run here.
 
     Returns
     -------
@@ -116,6 +122,8 @@ async def judge_windows(
         raise JudgeInputError(f"concurrency must be >= 1, got {concurrency}")
     if max_attempts < 1:
         raise JudgeInputError(f"max_attempts must be >= 1, got {max_attempts}")
+    if processes is not None and (not isinstance(processes, int) or isinstance(processes, bool) or processes < 1):
+        raise JudgeInputError(f"processes must be None or an integer >= 1, got {processes!r}")
     windows = list(windows)
     for w in windows:
         if not isinstance(w, Window):
@@ -132,8 +140,14 @@ async def judge_windows(
     st = JudgementStore(store) if owned else store
     opened_here = not st.is_open
     st.open()
+    pool: ProcessJudge | None = None
     try:
         todo = [(rid, w) for rid, w in keyed.items() if not st.is_done(w.stage, rid)]
+        caller = judge
+        if processes is not None and todo:
+            pool = ProcessJudge(judge, processes)
+            await asyncio.to_thread(pool.start)
+            caller = pool
         counts = {"done": 0, "valid": 0, "failed": 0, "calls": 0}
         cached = len(keyed) - len(todo)
 
@@ -150,7 +164,7 @@ async def judge_windows(
             earlier = st.attempts(window.stage, rid)  # attempts are numbered across runs
             for attempt in range(earlier + 1, earlier + max_attempts + 1):
                 started = _now()
-                completion = await judge.complete(JudgeRequest(window, rendered, attempt))
+                completion = await caller.complete(JudgeRequest(window, rendered, attempt))
                 counts["calls"] += 1
                 parsed = parse_answer(
                     completion.text,
@@ -237,6 +251,8 @@ async def judge_windows(
         valid = {stage: st.valid(stage) for stage in families}
         return [valid[w.stage][rid] for rid, w in keyed.items() if rid in valid[w.stage]]
     finally:
+        if pool is not None:
+            pool.close()
         if opened_here:
             st.close()
 

@@ -1,5 +1,8 @@
 """A judging process for the kill / interrupt tests: judges a fixed plan into the store given on argv.
 
+With a third argument N, the calls run in N worker processes (a ProcessJudge whose pids are written
+to ``<store>.pids`` once started).
+
 Prints one JSON line at the end: {"calls": answers received, "cached": windows already valid at start,
 "valid": valid judgements returned}; on Ctrl-C prints {"interrupted": true, "calls": ...} and exits 130.
 """
@@ -9,7 +12,9 @@ from __future__ import annotations
 import json
 import sys
 
-from judging import SimulatedJudge, Window, judge_windows_sync, synthetic_dataset
+from pathlib import Path
+
+from judging import ProcessJudge, SimulatedJudge, Window, judge_windows_sync, synthetic_dataset
 
 
 def plan() -> tuple[list[Window], dict, dict, dict]:
@@ -27,7 +32,11 @@ def plan() -> tuple[list[Window], dict, dict, dict]:
 def main() -> None:
     store, latency = sys.argv[1], float(sys.argv[2])
     windows, queries, documents, latent = plan()
-    judge = SimulatedJudge(latent, latency=latency, malformed_rate=0.25, seed=5)
+    inner = SimulatedJudge(latent, latency=latency, malformed_rate=0.25, seed=5)
+    judge = inner
+    if len(sys.argv) > 3:
+        judge = ProcessJudge(inner, int(sys.argv[3])).start()
+        Path(store + ".pids").write_text(" ".join(str(pid) for pid in judge.pids))
     progress = []
     try:
         # like the pipeline: run again while windows are left without a valid answer (fresh attempts)
@@ -39,9 +48,13 @@ def main() -> None:
             if len(out) == len(windows):
                 break
     except KeyboardInterrupt:
-        print(json.dumps({"interrupted": True, "calls": judge.ledger.calls}), flush=True)
+        if judge is not inner:
+            judge.close()
+        print(json.dumps({"interrupted": True, "calls": inner.ledger.calls}), flush=True)
         sys.exit(130)
-    print(json.dumps({"calls": judge.ledger.calls, "cached": progress[0].cached, "valid": len(out),
+    if judge is not inner:
+        judge.close()
+    print(json.dumps({"calls": inner.ledger.calls, "cached": progress[0].cached, "valid": len(out),
                       "windows": len(windows)}), flush=True)
 
 

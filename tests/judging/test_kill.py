@@ -20,10 +20,10 @@ WORKER = Path(__file__).with_name("_kill_worker.py")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def start(store: Path, latency: float) -> subprocess.Popen:
+def start(store: Path, latency: float, processes: int | None = None) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{Path(__file__).parent}"}
     return subprocess.Popen(
-        [sys.executable, str(WORKER), str(store), str(latency)],
+        [sys.executable, str(WORKER), str(store), str(latency)] + ([str(processes)] if processes else []),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
 
@@ -103,6 +103,64 @@ def test_ctrl_c_stores_received_answers_and_releases_the_lock(tmp_path):
     assert all(p.read_bytes().endswith(b"\n") for p in store.glob("*.jsonl"))  # no torn line on a clean stop
 
     again = start(store, latency=0.0)
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    check_exactly_one_valid_per_window(store)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_sigkill_with_worker_processes_then_restart(tmp_path):
+    """Calls in worker processes: the caller alone writes the store, so a kill of the caller loses
+    nothing stored, frees the lock at once, and the workers go away with it."""
+    store = tmp_path / "store"
+    proc = start(store, latency=0.03, processes=2)
+    wait_for_lines(proc, store, 12)
+    pids = [int(p) for p in Path(f"{store}.pids").read_text().split()]
+    assert len(pids) == 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = {p.name: p.read_bytes() for p in store.glob("*.jsonl")}
+    killed_valid = {r.record_id for r in records(store) if r.valid}
+    assert 0 < len(killed_valid) < 48, "the kill landed mid-run"
+
+    again = start(store, latency=0.0, processes=2)  # the lock is free: no worker inherited it
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["cached"] == len(killed_valid)
+    assert summary["valid"] == summary["windows"] == 48
+    check_exactly_one_valid_per_window(store)
+    for name, content in before.items():
+        assert (store / name).read_bytes().startswith(content)
+    deadline = time.monotonic() + 30  # a guard against workers left behind, not a timing assertion
+    while any(alive(p) for p in pids):
+        assert time.monotonic() < deadline, "worker processes outlived the killed caller"
+        time.sleep(0.05)
+
+
+def test_ctrl_c_with_worker_processes_stores_received_answers(tmp_path):
+    store = tmp_path / "store"
+    proc = start(store, latency=0.03, processes=2)
+    wait_for_lines(proc, store, 8)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["interrupted"]
+    stored = records(store)
+    assert len({r.record_id for r in stored if r.valid}) < 48, "the interrupt landed mid-run"
+    # answers a worker had sent but the caller had not yet received are not stored (asked again)
+    assert len(stored) <= summary["calls"]
+    assert all(p.read_bytes().endswith(b"\n") for p in store.glob("*.jsonl"))
+
+    again = start(store, latency=0.0, processes=2)
     out, err = again.communicate(timeout=120)
     assert again.returncode == 0, err
     check_exactly_one_valid_per_window(store)
