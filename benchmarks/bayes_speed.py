@@ -5,7 +5,9 @@ For 10, 100 and 1000 queries (``--docs`` documents each, simulated by
 
 * the frozen-BT 2PL calibration (:func:`models.bayes.calibration_model`) by NUTS (4 chains vectorised
   on one device, started at the MAP), SVI with an AutoNormal guide and a Laplace approximation;
-* the joint model (:func:`models.bayes.joint_model`) by NUTS (up to ``--joint-nuts-max`` queries) and SVI.
+* the joint model (:func:`models.bayes.joint_model`) by NUTS (up to ``--joint-nuts-max`` queries) and SVI,
+  in both coordinates of its latent scores (``joint``: BT contrasts; ``joint-ability``: contrasts of the
+  calibrated ability ``tau theta``, ``param="ability"``).
 
 Reported per run: ``cold`` wall seconds (first call: tracing and compilation included) and, when the
 cold run took under ``--warm-below`` seconds, ``warm`` seconds (same shapes, new seed, compiled program
@@ -16,6 +18,7 @@ GPU (JAX picks the default backend). Writes ``benchmarks/out/bayes_speed.json``.
 
     python benchmarks/bayes_speed.py                       # 10, 100, 1000 queries x 60 documents
     python benchmarks/bayes_speed.py --queries 10 100 --docs 150
+    python benchmarks/bayes_speed.py --queries 10 --models joint --methods nuts   # joint coordinates only
 """
 
 from __future__ import annotations
@@ -56,8 +59,10 @@ def make_data(n_queries: int, n_docs: int, seed: int) -> dict:
     frozen = dict(theta=f32(fit.theta), passes=f32(passes), trials=f32(trials))
     joint = dict(wins=wins, n_docs=jnp.asarray(nd), passes=f32(passes), trials=f32(trials))
     z0 = bayes.contrasts_from_centred(f32(fit.theta), jnp.asarray(nd))
-    return {"frozen": (frozen, {k: f32(x) for k, x in init.items()}),
-            "joint": (joint, {**{k: f32(x) for k, x in init.items()}, "z": z0})}
+    start = {k: f32(x) for k, x in init.items()}
+    return {"frozen": (frozen, start),
+            "joint": ({**joint, "param": "theta"}, {**start, "z": z0}),
+            "joint-ability": ({**joint, "param": "ability"}, {**start, "w": z0 * f32(cal.tau)[:, None]})}
 
 
 def _min_ess(draws: inference.Draws) -> tuple[float, float]:
@@ -108,13 +113,18 @@ def main(argv=None) -> int:
     p.add_argument("--joint-nuts-max", type=int, default=100, help="largest query count for joint-model NUTS")
     p.add_argument("--warm-below", type=float, default=120.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--models", nargs="+", choices=("frozen", "joint"), default=["frozen", "joint"])
+    p.add_argument("--methods", nargs="+", choices=("nuts", "svi", "laplace"), default=["nuts", "svi", "laplace"])
+    p.add_argument("--joint-param", nargs="+", choices=("theta", "ability"), default=["theta", "ability"],
+                   help="coordinates of the joint model's latent scores (models.bayes.joint_model, param)")
+    p.add_argument("--tag", default="", help="suffix of the JSON file name")
     args = p.parse_args(argv)
 
     rows = []
     device = jax.devices()[0]
     print(f"backend {jax.default_backend()} ({device.device_kind}), {jax.device_count()} device(s), "
           f"{args.docs} documents per query, NUTS {args.chains} chains vectorised")
-    header = (f"{'model':<7}{'method':<9}{'queries':>8}{'warmup':>7}{'draws':>7}{'cold s':>9}{'warm s':>9}"
+    header = (f"{'model':<14}{'method':<9}{'queries':>8}{'warmup':>7}{'draws':>7}{'cold s':>9}{'warm s':>9}"
               f"{'min ESS':>9}{'ESS/s':>8}{'R-hat':>7}{'div':>5}  agreement with NUTS")
     print(header)
     for q in args.queries:
@@ -123,11 +133,15 @@ def main(argv=None) -> int:
         if q >= 1000 and args.cap_1000:
             warmup, samples = min(args.warmup, args.cap_1000), min(args.samples, args.cap_1000)
         warmup, samples = warmup or args.warmup, samples or args.samples
-        for model_name, model in (("frozen", bayes.calibration_model), ("joint", bayes.joint_model)):
+        fits = [("frozen", bayes.calibration_model)] * ("frozen" in args.models)
+        fits += [("joint" if param == "theta" else f"joint-{param}", bayes.joint_model) for param in args.joint_param
+                 if "joint" in args.models]
+        for model_name, model in fits:
             kw, init = data[model_name]
             ref = None
             methods = ["nuts", "svi", "laplace"] if model_name == "frozen" else ["nuts", "svi"]
-            if model_name == "joint" and q > args.joint_nuts_max:
+            methods = [m for m in methods if m in args.methods]
+            if model_name != "frozen" and q > args.joint_nuts_max:
                 methods = ["svi"]
             for method in methods:
                 if method == "nuts":
@@ -152,7 +166,7 @@ def main(argv=None) -> int:
                 rows.append(row)
                 agree = (f"mean gap {row['max_mean_gap_sd']:.2f} sd, sd ratio {row['sd_ratio_min']:.2f}-"
                          f"{row['sd_ratio_max']:.2f}" if "max_mean_gap_sd" in row else "")
-                print(f"{model_name:<7}{method:<9}{q:>8}{row['warmup']:>7}{row['draws']:>7}{cold:>9.1f}"
+                print(f"{model_name:<14}{method:<9}{q:>8}{row['warmup']:>7}{row['draws']:>7}{cold:>9.1f}"
                       f"{(warm if warm is not None else float('nan')):>9.1f}{row.get('min_ess', float('nan')):>9.0f}"
                       f"{row.get('ess_per_s', float('nan')):>8.1f}{row.get('max_rhat', float('nan')):>7.3f}"
                       f"{row.get('divergences', 0):>5}  {agree}", flush=True)
@@ -160,7 +174,7 @@ def main(argv=None) -> int:
     meta = {"backend": jax.default_backend(), "device": device.device_kind, "devices": jax.device_count(),
             "machine": platform.machine(), "python": platform.python_version(), "jax": jax.__version__,
             "chains": args.chains, "docs": args.docs}
-    path = OUT / "bayes_speed.json"
+    path = OUT / f"bayes_speed{args.tag}.json"
     path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     print(f"wrote {path}")
     return 0

@@ -20,7 +20,7 @@ Four models, each a plain function of arrays with named sample sites and plates 
   ``sd_q = 1 / sqrt(bt_ridge * total_q)`` (``total_q`` = the query's summed pair weight) is the MAP
   ridge of :func:`models.bradley_terry.fit_map` on the sum scale. With ``bt_weight = 1`` the posterior
   mode is therefore exactly the BT MAP.
-* :func:`calibration_model` - the 2PL of METHOD section 3 with frozen BT covariates::
+* :func:`calibration_model` - the 2PL of METHOD section 3 with frozen BT covariates (exact by assumption)::
 
       Y_qdc ~ Binomial(trials_qdc, sigmoid(gamma_c (tau_q theta_qd + alpha_q - beta_c)))
 
@@ -44,7 +44,15 @@ the query offset ``alpha`` carries all location. (ii) scale - the BT likelihood 
 (``sigmoid(theta_a - theta_b)`` are absolute win probabilities), so theta lives on the judge's logit
 scale and ``tau`` is identified by the product ``tau * theta`` only through that; with few windows the
 trade-off between ``tau`` and the spread of theta is resolved by the priors ``tau ~ N+(1, 1)`` and
-``theta ~ N(0, sd_q^2)``. (iii) items - ``sum gamma = C`` and ``mean beta = 0`` as in the MAP.
+``theta ~ N(0, sd_q^2)``. That trade-off is a curved ridge in the BT coordinates (``param="theta"``);
+samplers therefore use ``param="ability"``, which samples the calibrated ability ``tau theta`` (the
+quantity the rubric pins) and recovers ``theta = ability / tau``: the same model, an axis-aligned ridge.
+(iii) items - ``sum gamma = C`` and ``mean beta = 0`` as in the MAP.
+
+Frozen versus joint: :func:`calibration_model` conditions on the BT scores as if they were exact. Its
+gain intervals are calibrated when that holds (exact or very dense, low-noise tournaments) and too
+narrow when the tournament is noisy; :func:`joint_model` treats the scores as noisy measurements and is
+calibrated there (see ``benchmarks/sbc.py --coverage`` and ``tests/bayes/test_joint.py``).
 
 Layout: queries are padded to ``N`` documents; real documents of query ``q`` are the first
 ``n_docs[q]`` (a prefix), padded documents have zero ``wins`` rows/columns and zero ``trials``. Rubric
@@ -189,6 +197,22 @@ def _latent_theta(wins, n_docs, bt_ridge, bt_weight) -> jax.Array:
     return theta
 
 
+def _latent_ability_contrasts(wins, n_docs, tau, bt_ridge, bt_weight) -> jax.Array:
+    """Centred calibrated ability ``tau theta`` sampled directly (see :func:`joint_model`, ``param``)."""
+    q, n = wins.shape[0], wins.shape[1]
+    sd = bt_prior_sd(wins, bt_ridge)
+    # z ~ N(0, sd^2)  <=>  w = tau z ~ N(0, (tau sd)^2) given tau: the same joint law of (tau, z). Padding
+    # contrasts (k >= n_docs) never reach a likelihood; they stay unscaled (w = z there) so that they do
+    # not form a prior-only funnel with tau.
+    active = jnp.arange(1, n)[None, :] < jnp.asarray(n_docs)[:, None]
+    scale = jnp.where(active, tau[:, None], 1.0)
+    with numpyro.plate(QUERY, q):
+        w = numpyro.sample("w", dist.Normal(0.0, scale * sd[:, None]).to_event(1))
+    z = numpyro.deterministic("z", w / scale)
+    numpyro.factor("bt", bt_weight * bt_log_likelihood(centred_from_contrasts(z, n_docs), wins))
+    return centred_from_contrasts(w, n_docs)
+
+
 # --------------------------------------------------------------------------------------------------
 # models
 # --------------------------------------------------------------------------------------------------
@@ -227,6 +251,10 @@ def calibration_model(
     alpha_sd: float = ALPHA_PRIOR_SD,
 ) -> None:
     """The 2PL calibration of METHOD section 3 with frozen BT scores.
+
+    The scores are covariates, known exactly up to the per-query affine map ``tau, alpha``: the
+    posterior holds rubric and item uncertainty only. Gain intervals cover the truth at their nominal
+    rate when the scores are exact; with a noisy tournament use :func:`joint_model`.
 
     Args:
         theta: float[Q, N] frozen BT scores (any value on padding).
@@ -295,6 +323,7 @@ def joint_model(
     item_sd: float | None = None,
     tau_sd: float = TAU_PRIOR_SD,
     alpha_sd: float = ALPHA_PRIOR_SD,
+    param: str = "theta",
 ) -> None:
     """Joint Stage A + Stage B model: latent BT scores feed the 2PL calibration.
 
@@ -303,16 +332,32 @@ def joint_model(
         passes, trials: float[Q, N, C] rubric counts (trials 0 for documents without answers).
         ridge, item_sd, tau_sd, alpha_sd: as :func:`calibration_model`.
         bt_ridge, bt_weight: as :func:`bradley_terry_model`.
+        param: coordinates of the latent scores, the same model either way. ``theta`` samples the BT
+            contrasts ``z`` (theta = H z); ``ability`` samples the contrasts of the calibrated ability
+            ``w = tau z ~ N(0, (tau sd_q)^2)`` given tau, with ``z = w / tau`` deterministic. The rubric
+            answers pin ``tau theta`` much more tightly than a sparse tournament pins the scale of theta,
+            so in ``theta`` coordinates the posterior is a curved ridge (tau up, spread of theta down);
+            in ``ability`` coordinates that ridge is axis-aligned. The posterior is identical; the
+            *mode* is a property of the coordinates (a Jacobian ``tau^(n_q - 1)`` apart), so MAP fits use
+            ``theta``, the model's own coordinates.
 
     Sites:
-        ``z: float[Q, N-1]`` (theta = :func:`centred_from_contrasts` (z, n_docs)), factor ``bt``,
-        ``u, v, gamma, beta``, ``tau, alpha``, observed ``y``.
+        ``z: float[Q, N-1]`` (theta = :func:`centred_from_contrasts` (z, n_docs); deterministic when
+        ``param="ability"``, which samples ``w: float[Q, N-1]``), factor ``bt``, ``u, v, gamma, beta``,
+        ``tau, alpha``, observed ``y``.
     """
     q, _, c = trials.shape
-    theta = _latent_theta(wins, n_docs, bt_ridge, bt_weight)
+    if param == "theta":
+        theta = _latent_theta(wins, n_docs, bt_ridge, bt_weight)
+    elif param != "ability":
+        raise ValueError(f"param must be 'theta' or 'ability', got {param!r}")
     gamma, beta = _items(c, item_prior_sd(trials, ridge) if item_sd is None else item_sd)
     tau, alpha = _query_calibration(q, tau_sd, alpha_sd)
-    _rubric_likelihood(tau[:, None] * theta + alpha[:, None], gamma, beta, passes, trials)
+    if param == "theta":
+        ability = tau[:, None] * theta
+    else:
+        ability = _latent_ability_contrasts(wins, n_docs, tau, bt_ridge, bt_weight)
+    _rubric_likelihood(ability + alpha[:, None], gamma, beta, passes, trials)
 
 
 # --------------------------------------------------------------------------------------------------

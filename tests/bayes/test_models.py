@@ -149,3 +149,28 @@ def test_importing_models_does_not_switch_on_x64():
     code = "import jax, models.bayes, models.inference; print(jax.config.jax_enable_x64)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_ability_coordinates_of_the_joint_model_are_the_same_model():
+    """log p(tau, w) = log p(tau, z = w / tau) - sum_q (n_q - 1) log tau_q: only the coordinates change."""
+    rng = np.random.default_rng(4)
+    q, n, c = 3, 6, 5
+    n_docs = jnp.array([6, 5, 3])
+    wins = jnp.asarray(rng.uniform(0, 2, (q, n, n)) * (np.arange(n)[None, :, None] < np.array([6, 5, 3])[:, None, None])
+                       * (np.arange(n)[None, None, :] < np.array([6, 5, 3])[:, None, None]), jnp.float32)
+    trials = jnp.full((q, n, c), 2.0)
+    passes = jnp.asarray(rng.integers(0, 3, (q, n, c)), jnp.float32)
+    base = dict(wins=wins, n_docs=n_docs, passes=passes, trials=trials)
+    tau = jnp.array([0.7, 1.3, 2.1])
+    z = jnp.asarray(rng.normal(size=(q, n - 1)), jnp.float32)
+    common = {"tau": tau, "alpha": jnp.array([0.3, -1.0, 0.5]), "u": jnp.asarray(rng.normal(size=c - 1) * 0.3),
+              "v": jnp.asarray(rng.normal(size=c - 1))}
+    active = np.arange(1, n)[None, :] < np.asarray(n_docs)[:, None]
+    w = jnp.where(active, tau[:, None] * z, z)
+    lp_theta = log_density(bayes.joint_model, (), {**base, "param": "theta"}, {**common, "z": z})[0]
+    lp_ability, tr = log_density(bayes.joint_model, (), {**base, "param": "ability"}, {**common, "w": w})
+    jacobian = float(np.sum((np.asarray(n_docs) - 1) * np.log(np.asarray(tau))))
+    np.testing.assert_allclose(float(lp_ability), float(lp_theta) - jacobian, rtol=1e-5)
+    np.testing.assert_allclose(tr["z"]["value"], z, rtol=1e-5)  # z is recorded for the posterior tables
+    with pytest.raises(ValueError, match="param must be"):
+        log_density(bayes.joint_model, (), {**base, "param": "log"}, {**common, "z": z})
