@@ -14,6 +14,7 @@ import pandas as pd
 
 from rcp_jax.errors import DataError
 from rcp_jax.metrics import Protocol, get_protocol, ndcg_flat
+from rcp_jax.table_checks import finite_column
 
 RUN_COLUMNS = ("system", "query_id", "doc_id", "score")
 
@@ -31,10 +32,8 @@ def validate_run(run: pd.DataFrame, source: str = "run") -> pd.DataFrame:
     df = run.loc[:, cols].copy()
     for c in ("system", "query_id", "doc_id"):
         df[c] = df[c].astype(str)
-    score = pd.to_numeric(df["score"], errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(score)
-    if bad.any():
-        row = df.loc[bad].iloc[0]
+    score, row = finite_column(df, "score")
+    if row is not None:
         raise DataError(
             f"{source}: score of document {row.doc_id!r} for query {row.query_id!r} by system {row.system!r} "
             f"is {run.loc[row.name, 'score']!r}; scores must be finite (drop the row or fix the system)"

@@ -3,6 +3,7 @@
 The tables come from :mod:`rcp_jax.formats` (index = source line, ``attrs["source"]`` = file path).
 These helpers select columns by name or alias, turn cells into id strings or finite floats, and find
 duplicate keys; each refusal is a :class:`~rcp_jax.errors.DataError` that says where and how to fix it.
+:func:`finite_column` serves any table (runs, window scores) and leaves the message to the caller.
 """
 
 from __future__ import annotations
@@ -102,6 +103,15 @@ def _numbers(df: pd.DataFrame, col: str, describe) -> np.ndarray:
             f"fix the value or drop the {_unit(df)}"
         )
     return values
+
+
+def finite_column(df: pd.DataFrame, col: str) -> tuple[np.ndarray, pd.Series | None]:
+    """Column ``col`` as float64[n] (cells that are not numbers become NaN) and the first row whose value
+    is not finite, or None when all are finite; the row's ``name`` is its index label, so a message can
+    quote the original cell (``df.loc[row.name, col]``)."""
+    values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(values)
+    return values, (df.loc[bad].iloc[0] if bad.any() else None)
 
 
 def _first_duplicate(df: pd.DataFrame, keys: Sequence[str]):

@@ -10,6 +10,7 @@ import pandas as pd
 
 from models import bradley_terry
 from rcp_jax.errors import DataError
+from rcp_jax.table_checks import finite_column
 
 WINDOW_COLUMNS = ("query_id", "window_id", "doc_id", "score")
 
@@ -33,10 +34,8 @@ def validate_window_scores(window_scores: pd.DataFrame) -> pd.DataFrame:
     df["query_id"] = df["query_id"].astype(str)
     df["window_id"] = df["window_id"].astype(str)
     df["doc_id"] = df["doc_id"].astype(str)
-    score = pd.to_numeric(df["score"], errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(score)
-    if bad.any():
-        row = df.loc[bad].iloc[0]
+    score, row = finite_column(df, "score")
+    if row is not None:
         raise DataError(
             f"score of document {row.doc_id!r} in window {row.window_id!r} of query {row.query_id!r} is "
             f"{window_scores.loc[row.name, 'score']!r}; scores must be finite numbers (re-judge the window "
