@@ -19,6 +19,18 @@ from rcp_jax.per_query import prepare_per_query
 from rcp_jax.system_pairs import compare_systems
 
 
+def _variants(by_variant: Mapping, reference: str | None, too_few: str) -> tuple[list[str], str]:
+    """The variant names in order and the reference (default: the first); ``too_few`` is the message
+    when there are fewer than two variants."""
+    names = list(by_variant)
+    if len(names) < 2:
+        raise DataError(too_few)
+    reference = names[0] if reference is None else reference
+    if reference not in by_variant:
+        raise DataError(f"reference variant {reference!r} not among {names}")
+    return names, reference
+
+
 def robustness(
     per_query_by_variant: Mapping[str, pd.DataFrame],
     metric: str = "rcp_ndcg",
@@ -48,12 +60,8 @@ def robustness(
         (significant under the reference only), ``n_gained`` (under the variant only), and ``kendall_tau``,
         ``spearman_rho`` of the aggregate system orderings.
     """
-    names = list(per_query_by_variant)
-    if len(names) < 2:
-        raise DataError("robustness needs at least two variants (a reference and one other)")
-    reference = names[0] if reference is None else reference
-    if reference not in per_query_by_variant:
-        raise DataError(f"reference variant {reference!r} not among {names}")
+    names, reference = _variants(per_query_by_variant, reference,
+                                 "robustness needs at least two variants (a reference and one other)")
     tests = [test]
 
     def run(name):
@@ -108,12 +116,7 @@ def gain_rank_correlation(
         over all documents pooled, ``mean_query_spearman`` (mean of within-query Spearman rho: how much
         the within-query order moves).
     """
-    names = list(gains_by_variant)
-    if len(names) < 2:
-        raise DataError("gain_rank_correlation needs at least two variants")
-    reference = names[0] if reference is None else reference
-    if reference not in gains_by_variant:
-        raise DataError(f"reference variant {reference!r} not among {names}")
+    names, reference = _variants(gains_by_variant, reference, "gain_rank_correlation needs at least two variants")
 
     def clean(name):
         g = gains_by_variant[name]
