@@ -171,12 +171,11 @@ class ProcessJudge(BaseJudge):
         self.model = judge.model
         self.prompts = judge.prompts
         self.max_window_chars = judge.max_window_chars
-        self.ledger = judge.ledger
-        self._base = judge.ledger.as_dict()
+        self.ledger = judge.ledger  # the workers' calls are added to it as their replies arrive
         self._workers: list[_Worker] = []
         self._ids = itertools.count()
         self._worker_ids = itertools.count()
-        self._ledgers: dict[int, dict[str, Any]] = {}  # latest totals of every worker ever started
+        self._ledgers: dict[int, dict[str, Any]] = {}  # latest ledger totals reported by each worker
         self._ledger_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -297,9 +296,7 @@ class ProcessJudge(BaseJudge):
                 call_id, ok, payload, ledger = w.replies.recv()
             except (EOFError, OSError):
                 break
-            with self._ledger_lock:
-                self._ledgers[w.index] = ledger
-                self._merge_ledgers()
+            self._add_ledger(w, ledger)
             fut = w.pending.pop(call_id, None)
             if fut is not None:
                 self._resolve(fut, (ok, payload))
@@ -310,10 +307,15 @@ class ProcessJudge(BaseJudge):
             self._fail_pending(w, f"{w.label} exited unexpectedly (exit code {w.process.exitcode}) while "
                                   "this call was open; re-run: stored answers are kept")
 
-    def _merge_ledgers(self) -> None:
-        for f in fields(Ledger):
-            total = self._base[f.name] + sum(d.get(f.name, 0) for d in self._ledgers.values())
-            setattr(self.ledger, f.name, total)
+    def _add_ledger(self, w: _Worker, totals: dict[str, Any]) -> None:
+        """Add to the inner judge's ledger what ``w``'s ledger gained since its previous reply."""
+        with self._ledger_lock:
+            last = self._ledgers.get(w.index, {})
+            for f in fields(Ledger):
+                gained = totals.get(f.name, 0) - last.get(f.name, 0)
+                if gained:
+                    setattr(self.ledger, f.name, getattr(self.ledger, f.name) + gained)
+            self._ledgers[w.index] = totals
 
     @staticmethod
     def _resolve(fut: asyncio.Future[tuple[bool, Any]], value: tuple[bool, Any]) -> None:
@@ -335,7 +337,8 @@ class ProcessJudge(BaseJudge):
             self._resolve(fut, (False, JudgeError(message)))
 
     async def complete(self, request: JudgeRequest) -> Completion:
-        """Run ``request`` on the least busy worker (starting the workers on the first call)."""
+        """Run ``request`` on the least busy worker. Workers not yet started are started first, which
+        blocks the event loop while they load (call :meth:`start` beforehand to avoid that)."""
         if not self._workers:
             self.start()
         loop = asyncio.get_running_loop()
