@@ -24,8 +24,10 @@ Notes
   litellm once and forks each worker from itself (never a ``fork`` of the caller, which runs
   threads). The first start pays one litellm import (seconds); later starts are quick. As with any
   non-``fork`` start method, a script using this needs the usual ``if __name__ == "__main__":`` guard.
-- The judge is pickled to each worker through a pipe, API key included (in memory only; never
-  written or logged). Its :attr:`ledger` sums the workers' ledgers.
+- The judge and the caller's environment (as :func:`os.environ` is when the workers start, so a
+  provider key in e.g. ``OPENAI_API_KEY`` reaches them) are pickled to each worker through a pipe,
+  keys included (in memory only; never written or logged). The judge's :attr:`ledger` gets the
+  workers' calls added as their answers arrive.
 - Worker processes ignore Ctrl-C (the caller handles it) and exit when the caller closes them or
   dies. Log lines of the workers (e.g. retry warnings) go to their stderr with Python's default
   logging setup, not through the caller's logging configuration.
@@ -39,6 +41,7 @@ import asyncio
 import itertools
 import logging
 import multiprocessing
+import os
 import pickle
 import signal
 import threading
@@ -59,8 +62,11 @@ _STOP = None  # the message asking a worker to finish
 # -- the worker process ---------------------------------------------------------------------------------
 
 
-def _worker_main(judge: BaseJudge, requests: Any, replies: Any) -> None:
+def _worker_main(judge: BaseJudge, environ: dict[str, str], requests: Any, replies: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
+    # the caller's environment now (e.g. a provider key set after the fork server started)
+    os.environ.clear()
+    os.environ.update(environ)
     try:
         judge.prepare()
     except BaseException as exc:  # noqa: BLE001 - reported to the caller, which raises it
@@ -224,8 +230,8 @@ class ProcessJudge(BaseJudge):
             for i in range(self.processes):
                 req_r, req_w = ctx.Pipe(duplex=False)
                 rep_r, rep_w = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_worker_main, args=(self.inner, req_r, rep_w), daemon=True,
-                                   name=f"judge-worker-{i}")
+                proc = ctx.Process(target=_worker_main, args=(self.inner, dict(os.environ), req_r, rep_w),
+                                   daemon=True, name=f"judge-worker-{i}")
                 proc.start()
                 req_r.close()  # the worker holds these ends now; closing ours lets each side see EOF
                 rep_w.close()

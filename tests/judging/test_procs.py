@@ -155,3 +155,17 @@ def test_401_in_a_worker_fails_fast_in_the_caller_never_showing_the_key(
         assert secret not in out + errs
         assert secret not in "".join(p.read_text() for p in tmp_path.glob("*"))
     assert records(tmp_path) == []
+
+
+def test_workers_see_a_provider_key_set_in_the_environment_after_earlier_workers(
+    tmp_path, dataset, windows, served, monkeypatch, sim
+):
+    queries, documents, _ = dataset
+    with ProcessJudge(sim, processes=1):  # the fork server is up (here or in an earlier test) before the key is set
+        pass
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    server = served(api_key=FAKE_KEY)
+    judge = LiteLLMJudge(MODEL, api_base=server.url, backoff_base=0.001, backoff_max=0.01)  # key from the env
+    out = judge_windows_sync(windows[:4], judge=judge, store=tmp_path, documents=documents, queries=queries,
+                             concurrency=2, processes=1)
+    assert len(out) == 4 and server.status_counts[401] == 0
