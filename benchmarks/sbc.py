@@ -120,7 +120,8 @@ def coverage(args) -> dict:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 post = fit_posterior(tournament, answers, model=model, num_warmup=args.warmup,
-                                     num_samples=args.samples, seed=args.seed + rep, bt_weight=args.bt_weight)
+                                     num_samples=args.samples, seed=args.seed + rep, bt_weight=args.bt_weight,
+                                     joint_param=args.joint_param)
             d = post.documents.merge(truth, on=["query_id", "doc_id"])
             inside = (d["gain"] >= d["gain_lo"]) & (d["gain"] <= d["gain_hi"])
             results.append({
@@ -133,7 +134,7 @@ def coverage(args) -> dict:
             })
     print(f"Coverage of 90% gain intervals against the simulator's truth: {args.reps} collections of {args.queries} "
           f"queries x {args.docs} documents, judge noise {args.noise}, {args.placements} tournament placements per "
-          f"document, bt_weight {args.bt_weight}; NUTS 4 chains x ({args.warmup} + {args.samples})")
+          f"document, bt_weight {args.bt_weight}, joint param {args.joint_param}; NUTS 4 chains x ({args.warmup} + {args.samples})")
     print(f"{'rep':>3} {'fit':<13}{'coverage':>9}{'width':>8}{'MAE':>8}{'R-hat':>8}{'R-hat g':>8}{'ESS':>7}{'ESS/s':>7}"
           f"{'div':>5}{'s':>7}")
     for r in results:
@@ -145,7 +146,7 @@ def coverage(args) -> dict:
         wid = [r["width"] for r in results if r["model"] == name]
         print(f"mean {name:<13} coverage {np.mean(cov):.3f}  width {np.mean(wid):.3f}")
     return {"kind": "coverage", "queries": args.queries, "docs": args.docs, "noise": args.noise, "fits": args.fits,
-            "placements": args.placements, "bt_weight": args.bt_weight, "results": results}
+            "placements": args.placements, "bt_weight": args.bt_weight, "joint_param": args.joint_param, "results": results}
 
 
 def main(argv=None) -> int:
@@ -170,6 +171,8 @@ def main(argv=None) -> int:
     p.add_argument("--bt-weight", type=float, default=bayes.DEFAULT_BT_WEIGHT)
     p.add_argument("--fits", nargs="+", choices=("frozen-exact", "frozen", "joint"),
                    default=["frozen-exact", "frozen", "joint"], help="which fits the coverage study runs")
+    p.add_argument("--joint-param", choices=("ability", "theta"), default="ability",
+                   help="coordinates of the joint model's latent scores (models.bayes.joint_model, param)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--x64", action="store_true", help="run the SBC in float64 (jax.enable_x64 context)")
     args = p.parse_args(argv)
