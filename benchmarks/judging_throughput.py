@@ -168,8 +168,8 @@ def print_table(latency: float, rows: list[dict], info: dict) -> None:
     for r in rows:
         if r["transport"] != "in-process" and r["concurrency"] == 64:
             need = r["ideal_per_s"] * r["client_cpu_ms_per_window"] / 1e3
-            print(f"  64 in flight, {r['transport']}: ratio {r['ratio_to_ideal']:.2f}; the ideal {r['ideal_per_s']:.0f}/s "
-                  f"needs {need:.2f} core(s) of client CPU, one core's ceiling is {r['one_core_ceiling_per_s']:.0f}/s "
+            print(f"  64 in flight, {r['transport']}: ratio {r['ratio_to_ideal']:.2f}; "
+                  f"the ideal {r['ideal_per_s']:.0f}/s needs {need:.2f} core(s) of client CPU, one core's ceiling is {r['one_core_ceiling_per_s']:.0f}/s "
                   f"({os.cpu_count()} cores here, load average {r['load_average_1m']:.1f}: "
                   f"{'the client CPU binds' if need > 0.5 else 'CPU suffices if the load leaves half a core'})")
 
