@@ -286,8 +286,10 @@ def rubric_only_model(
 
     Args:
         passes, trials: float[Q, N, C] as in :func:`calibration_model` (padding: trials 0).
-        ridge: prior ``log gamma_raw, beta_raw ~ N(0, 1 / (ridge NC))``, the penalty of
-            :func:`models.irt.fit_rubric_only` on the sum scale.
+        ridge: prior ``log gamma_raw, beta_raw ~ N(0, 1 / (ridge NC))``, a ridge penalty on the sum
+            scale. The default 1e-4 keeps the prior proper and weakly informative (SD ~ 1-10);
+            :func:`models.irt.fit_rubric_only` uses the far smaller ``irt.RUBRIC_ONLY_RIDGE`` (plain
+            marginal ML), whose prior SD (~300 at NC = 100) would let ``exp(log gamma_raw)`` overflow.
         item_sd: override that prior SD.
 
     Sites:
