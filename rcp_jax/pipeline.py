@@ -435,14 +435,16 @@ def store_tables(
     return tables["tournament"], tables["rubric"], families
 
 
-def flag_notes(store: str | Path) -> list[str]:
-    """One line per flagged valid judgement of ``store`` (e.g. an answer repeating text planted in a document)."""
+def flag_notes(store: str | Path, *, keep_flagged: bool = False) -> list[str]:
+    """One line per flagged valid judgement of ``store`` (e.g. an answer repeating text planted in a document),
+    saying whether fits leave it out (the default) or, with ``keep_flagged``, use it."""
     from judging import read_judgements
 
+    fate = "kept in fits by request" if keep_flagged else "left out of fits"
     notes = []
     for stage in ("tournament", "rubric"):
         for j in read_judgements(store, stage, valid_only=True):
-            notes.extend(f"window {j.window.label}: {flag} (left out of fits; see the judgement store)" for flag in j.flags)
+            notes.extend(f"window {j.window.label}: {flag} ({fate}; see the judgement store)" for flag in j.flags)
     return notes
 
 

@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chains", type=int, default=2, help="NUTS chains (vectorised on one device; default 2)")
     p.add_argument("--svi-steps", type=int, default=3000, help="optimisation steps of svi/laplace (default 3000)")
     p.add_argument("--seed", type=int, default=0, help="inference seed (nuts/svi/laplace)")
+    p.add_argument("--keep-flagged", action="store_true",
+                   help="also fit answers flagged in the store (e.g. a repeated answer planted in a document); "
+                        "by default they are left out and listed as notes")
 
 
 def check_arguments(args) -> None:
@@ -53,18 +56,20 @@ def run(args) -> int:
 
     from rcp_jax.calibration import calibrate, fit_rubric_only, save_calibration
     from rcp_jax.io import atomic_write_csv, atomic_write_json
-    from rcp_jax.pipeline import flag_notes, store_tables
+    from rcp_jax.pipeline import FlaggedJudgementWarning, flag_notes, store_tables
     from rcp_jax.tournament import fit_bradley_terry
 
     check_arguments(args)
-    window_scores, answers, families = store_tables(args.store, family=args.family)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FlaggedJudgementWarning)  # listed below as notes, one per window
+        window_scores, answers, families = store_tables(args.store, family=args.family, keep_flagged=args.keep_flagged)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         bt = fit_bradley_terry(window_scores, float64=args.float64)
         # The point calibration evaluate uses: the rubric-only fit for that model, else the frozen-BT MAP
         # (which also starts the joint model's chains).
         cal = fit_rubric_only(answers) if args.model == "rubric-only" else calibrate(bt, answers, float64=args.float64)
-    notes = [str(w.message) for w in caught] + flag_notes(args.store)
+    notes = [str(w.message) for w in caught] + flag_notes(args.store, keep_flagged=args.keep_flagged)
     atomic_write_csv(args.out / "window_scores.csv", window_scores)
     atomic_write_csv(args.out / "answers.csv", answers)
     atomic_write_csv(args.out / "bt.csv", bt)

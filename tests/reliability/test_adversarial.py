@@ -1,19 +1,33 @@
 """Issue #8, part 5: adversarial documents. Text containing ``</doc>``, forged document blocks, fake
 JSON answers or instructions to the judge cannot break a window's structure, cannot get an answer
 accepted for a document outside the window, and a judge that repeats an answer planted in a document
-is reported (a warning naming the window and document, and a flag on the stored record).
+is reported (a warning naming the window and document, and a flag on the stored record) and its answer
+is left out of every fit unless the user asks to keep it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import shutil
 import warnings
 
+import pandas as pd
 import pytest
 
-from judging import BaseJudge, Completion, SimulatedJudge, Usage, Window, judge_windows_sync, read_judgements
+from judging import (
+    BaseJudge,
+    Completion,
+    Judgement,
+    JudgementStore,
+    SimulatedJudge,
+    Usage,
+    Window,
+    judge_windows_sync,
+    read_judgements,
+)
 from judging.render import read_rendered
+from rcp_jax.cli import main
 from rcp_jax.pipeline import FlaggedJudgementWarning, flag_notes, tournament_table, warn_flagged
 
 QUERY = "how do lighthouses warn ships?"
@@ -129,3 +143,36 @@ def test_a_flagged_answer_is_left_out_of_the_tables_unless_kept(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert warn_flagged(out, keep_flagged=True) == 1  # counted, no warning when kept on purpose
+
+
+def test_rcp_jax_fit_leaves_flagged_windows_out_unless_asked(reference, tmp_path, capsys):
+    """Through the CLI: a stored answer flagged as a repeated planted answer feeds no fit by default."""
+    store = tmp_path / "store"
+    shutil.copytree(reference.folder / "store", store)
+    tournament = read_judgements(store, "tournament")
+    (store / "tournament.jsonl").unlink()
+    target = next(j for j in tournament if j.valid and j.window.query_id == "q0")
+    with JudgementStore(store) as st:
+        for j in tournament:
+            d = j.to_dict()
+            if j is target:  # what a hijacked judge would say: the order turned upside down
+                d["scores"] = {doc: -s for doc, s in d["scores"].items()}
+                d["flags"] = [f"echoes_document:{j.window.doc_ids[0]}"]
+            st.append(Judgement.from_dict(d))
+    wid = f"{target.window.phase}#{target.window.sequence}"
+
+    assert main(["fit", "--store", str(store), "--out", str(tmp_path / "default")]) == 0
+    out = capsys.readouterr().out
+    assert f"note: window {target.window.label}: echoes_document:" in out and "left out of fits" in out
+    left_out = pd.read_csv(tmp_path / "default" / "window_scores.csv", dtype=str)
+    assert not ((left_out.query_id == "q0") & (left_out.window_id == wid)).any()
+
+    assert main(["fit", "--store", str(store), "--out", str(tmp_path / "kept"), "--keep-flagged"]) == 0
+    assert "kept in fits by request" in capsys.readouterr().out
+    kept = pd.read_csv(tmp_path / "kept" / "window_scores.csv", dtype=str)
+    assert ((kept.query_id == "q0") & (kept.window_id == wid)).sum() == len(target.window.doc_ids)
+    assert len(kept) == len(left_out) + len(target.window.doc_ids)
+    bt_default = pd.read_csv(tmp_path / "default" / "bt.csv", dtype={"query_id": str, "doc_id": str})
+    bt_kept = pd.read_csv(tmp_path / "kept" / "bt.csv", dtype={"query_id": str, "doc_id": str})
+    merged = bt_default.merge(bt_kept, on=["query_id", "doc_id"])
+    assert (merged.theta_x - merged.theta_y).abs().max() > 1e-3  # the flagged answer would have moved BT
