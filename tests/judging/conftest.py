@@ -9,6 +9,7 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from judging import SimulatedJudge, Window, synthetic_dataset  # noqa: E402
+from judging.testing_server import FakeOpenAIServer  # noqa: E402
 
 def make_windows(documents: dict[str, dict[str, str]], *, per_query: int = 3, size: int = 5) -> list[Window]:
     """``per_query`` tournament and ``per_query`` rubric windows of ``size`` documents for each query."""
@@ -36,3 +37,20 @@ def windows(dataset):
 @pytest.fixture()
 def sim(dataset):
     return SimulatedJudge(dataset[2], seed=11)
+
+
+@pytest.fixture()
+def served(dataset, sim):
+    """A factory of started fake OpenAI-compatible servers (stopped at teardown); ``judge=`` overrides
+    the simulated judge, other keywords go to :class:`judging.testing_server.FakeOpenAIServer`."""
+    queries, documents, _ = dataset
+    started = []
+
+    def make(**kw):
+        server = FakeOpenAIServer(kw.pop("judge", sim), queries=queries, documents=documents, **kw).start()
+        started.append(server)
+        return server
+
+    yield make
+    for s in started:
+        s.stop()

@@ -22,27 +22,11 @@ from judging import (
     judge_windows_sync,
     read_judgements,
 )
-from judging.testing_server import FakeOpenAIServer, Fault, per_window
+from judging.testing_server import Fault, per_window
 
 MODEL = "openai/fake-judge"
 #: A key that must never appear in a message, a log line or a stored record.
 FAKE_KEY = "sk-test-SECRET123-do-not-leak-7f3a9c"
-
-
-@pytest.fixture()
-def served(dataset, sim):
-    """A factory of started fake servers (stopped at teardown)."""
-    queries, documents, _ = dataset
-    started = []
-
-    def make(**kw):
-        server = FakeOpenAIServer(kw.pop("judge", sim), queries=queries, documents=documents, **kw).start()
-        started.append(server)
-        return server
-
-    yield make
-    for s in started:
-        s.stop()
 
 
 def judge_for(server, **kw):

@@ -20,11 +20,17 @@ WORKER = Path(__file__).with_name("_kill_worker.py")
 REPO = Path(__file__).resolve().parents[2]
 
 
+def sigint_default() -> None:
+    """In the child before exec: Ctrl-C back to its default. A test run started as a shell's background
+    job inherits SIGINT ignored, and Python then never raises KeyboardInterrupt, which these tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(store: Path, latency: float, processes: int | None = None) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{Path(__file__).parent}"}
     return subprocess.Popen(
         [sys.executable, str(WORKER), str(store), str(latency)] + ([str(processes)] if processes else []),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=sigint_default,
     )
 
 

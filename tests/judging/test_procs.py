@@ -19,25 +19,9 @@ from judging import (
     judge_windows_sync,
     read_judgements,
 )
-from judging.testing_server import FakeOpenAIServer
 
 MODEL = "openai/fake-judge"
 FAKE_KEY = "sk-test-SECRET456-do-not-leak-2b8e1d"
-
-
-@pytest.fixture()
-def served(dataset, sim):
-    queries, documents, _ = dataset
-    started = []
-
-    def make(**kw):
-        server = FakeOpenAIServer(kw.pop("judge", sim), queries=queries, documents=documents, **kw).start()
-        started.append(server)
-        return server
-
-    yield make
-    for s in started:
-        s.stop()
 
 
 def judge_for(server, **kw):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -82,8 +83,11 @@ class Driver:
 
     def start(self, cwd: Path, spec: dict, *, env: dict | None = None) -> subprocess.Popen:
         path = self.spec_file(cwd, spec)
+        # Ctrl-C back to its default in the child: a test run started as a shell's background job inherits
+        # SIGINT ignored, and Python then never raises KeyboardInterrupt, which the interrupt tests send
         return subprocess.Popen([sys.executable, str(DRIVER), str(path)], cwd=cwd, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env={**self.env, **(env or {})})
+                                stderr=subprocess.PIPE, text=True, env={**self.env, **(env or {})},
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 @pytest.fixture(scope="session")
