@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 
 def _save(fig: Figure, path) -> Figure:
@@ -34,7 +36,8 @@ def plot_pairwise_forest(metrics, *, path=None, max_pairs: int | None = 40, titl
 
     Returns:
         The figure: one row per pair ``A - B``; thick bar = calibration interval, thin bar = combined
-        interval, dot = posterior mean; shaded band = ROPE; right margin: P(A > B) and the call.
+        interval, dot = posterior mean; shaded band = ROPE; colour = the decision (blue called, green
+        practically equivalent, grey neither); right margin: P(A > B) and the call.
     """
     pairs = metrics.pairs.copy()
     pairs = pairs.reindex(pairs["delta"].abs().sort_values(ascending=False).index)
@@ -42,23 +45,34 @@ def plot_pairwise_forest(metrics, *, path=None, max_pairs: int | None = 40, titl
         pairs = pairs.head(max_pairs)
     pairs = pairs.iloc[::-1]
     n = len(pairs)
-    fig = Figure(figsize=(7.5, 0.32 * n + 1.4))
+    fig = Figure(figsize=(7.5, 0.32 * n + 1.6))
     ax = fig.add_subplot(1, 1, 1)
     y = np.arange(n)
-    ax.axvspan(-metrics.rope, metrics.rope, color="0.88", zorder=0, label=f"ROPE |delta| < {metrics.rope:g}")
+    ax.axvspan(-metrics.rope, metrics.rope, color="0.88", zorder=0)
     ax.axvline(0.0, color="0.5", lw=0.8, zorder=1)
-    colour = np.where(pairs["call"] == "undecided", "0.45", np.where(pairs["equivalent"], "tab:green", "tab:blue"))
-    ax.hlines(y, pairs["lo"], pairs["hi"], colors=colour, lw=1.2, zorder=2, label="calibration + query sampling")
-    ax.hlines(y, pairs["cal_lo"], pairs["cal_hi"], colors=colour, lw=4.0, zorder=3, label="calibration only")
+    colour = np.where(pairs["equivalent"], "tab:green", np.where(pairs["call"] == "undecided", "0.45", "tab:blue"))
+    ax.hlines(y, pairs["lo"], pairs["hi"], colors=colour, lw=1.2, zorder=2)
+    ax.hlines(y, pairs["cal_lo"], pairs["cal_hi"], colors=colour, lw=4.0, zorder=3)
     ax.scatter(pairs["delta"], y, c="black", s=12, zorder=4)
     ax.set_yticks(y, [f"{a} - {b}" for a, b in zip(pairs["system_a"], pairs["system_b"])], fontsize=8)
+    ax.set_ylim(-0.7, n - 0.3)
     ax.set_xlabel(f"difference of mean RCP-nDCG@{metrics.k}")
-    for yi, (p, call) in enumerate(zip(pairs["p_a_better"], pairs["call"])):
-        ax.annotate(f"P(A>B)={p:.3f} {call}", xy=(1.01, yi), xycoords=("axes fraction", "data"), fontsize=7,
-                    va="center")
+    for yi, (p, call, eq) in enumerate(zip(pairs["p_a_better"], pairs["call"], pairs["equivalent"])):
+        ax.annotate(f"P(A>B)={p:.3f} {call}{', equivalent' if eq else ''}", xy=(1.01, yi),
+                    xycoords=("axes fraction", "data"), fontsize=7, va="center")
     pct = round(100 * metrics.ci_prob)
-    ax.set_title(title or f"Pairwise differences, {pct}% intervals", fontsize=10)
-    ax.legend(loc="lower left", fontsize=7, frameon=False, bbox_to_anchor=(0.0, 1.0), ncol=3)
+    handles = [  # black keys for the bar widths, coloured keys for the decision
+        Patch(color="0.88", label=f"ROPE |delta| < {metrics.rope:g}"),
+        Line2D([], [], color="black", lw=4.0, label="calibration only"),
+        Line2D([], [], color="black", lw=1.2, label="calibration + query sampling"),
+        Line2D([], [], color="tab:blue", lw=2.5, label="called A>B or B>A"),
+        Line2D([], [], color="tab:green", lw=2.5, label="practically equivalent"),
+        Line2D([], [], color="0.45", lw=2.5, label="neither"),
+    ]
+    # the title heads the legend block above the axes, so the two can never overlap
+    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=7,
+                       frameon=False, title=title or f"Pairwise differences of RCP-nDCG@{metrics.k}, {pct}% intervals",
+                       title_fontproperties={"size": 10})
     return _save(fig, path)
 
 

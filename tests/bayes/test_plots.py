@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from rcp_jax.plots_bayes import plot_item_curves, plot_pairwise_forest
@@ -15,6 +19,28 @@ def test_forest_plot_with_rope(frozen_posterior, run_table, tmp_path):
     assert (tmp_path / "forest.png").stat().st_size > 5000
     ax = fig.axes[0]
     assert len(ax.get_yticklabels()) == len(met.pairs)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    legend_box = ax.get_legend().get_window_extent(canvas.get_renderer())
+    assert legend_box.y0 >= ax.get_window_extent(canvas.get_renderer()).y1 - 1  # title and keys sit above the axes
+
+
+def test_forest_plot_colours_each_pair_by_its_decision(frozen_posterior, run_table):
+    met = posterior_metrics(run_table, frozen_posterior, n_bootstrap=50)
+    pairs = met.pairs.loc[met.pairs.index.repeat(3)].reset_index(drop=True)  # at least three rows
+    pairs["system_b"] = [f"{b}#{i}" for i, b in enumerate(pairs["system_b"])]
+    pairs["delta"] = [0.30 + 0.01 * i for i in range(len(pairs))]  # fixes the row order: largest |delta| on top
+    pairs["call"] = "A>B"
+    pairs["equivalent"] = False
+    pairs.loc[0, "equivalent"] = True
+    pairs.loc[1, "call"] = "undecided"
+    fig = plot_pairwise_forest(dataclasses.replace(met, pairs=pairs), max_pairs=None)
+    thick = fig.axes[0].collections[1]  # [0] combined intervals, [1] calibration intervals, [2] the means
+    colours = [tuple(c) for c in thick.get_colors()]  # bottom row first: the smallest |delta|
+    assert colours[0] == to_rgba("tab:green") and colours[1] == to_rgba("0.45")
+    assert all(c == to_rgba("tab:blue") for c in colours[2:])
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    assert labels[0].endswith(", equivalent") and "undecided" in labels[1]
 
 
 def test_item_curves_with_bands(frozen_posterior, tmp_path):
