@@ -19,10 +19,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pools", type=Path, default=None, help="judged pools (pool restriction and input_order ties)")
     p.add_argument("--k", type=int, default=10, help="nDCG cut-off (default 10)")
     p.add_argument("--protocol", default="plain", help="plain, nanobeir, bright, trecdl, vidore or mteb")
-    p.add_argument("--out", type=Path, default=None, help="write per_query.csv and leaderboard.csv here")
+    p.add_argument("--out", type=Path, default=None,
+                   help="write per_query.csv and leaderboard.csv here (with --posterior also posterior_systems.csv, "
+                        "posterior_pairs.csv, posterior_per_query.csv and the forest plot pairs_forest.png)")
     p.add_argument("--posterior", action="store_true",
                    help="also report posterior intervals and P(A > B) from the posterior draws beside the calibration "
                         "(`rcp-jax fit --method nuts|svi|laplace`, any --model)")
+    p.add_argument("--no-plots", action="store_true", help="with --posterior --out, skip pairs_forest.png")
     p.add_argument("--rope", type=float, default=0.02, help="region of practical equivalence |delta| (default 0.02)")
     p.add_argument("--unknown-docs", choices=["error", "warn", "ignore"], default="error",
                    help="a run scoring a document outside its query's pool (--pools, else the calibration): refuse "
@@ -68,5 +71,22 @@ def run(args) -> int:
         table = posterior.posterior_metrics(runs, post, k=args.k, protocol=args.protocol, pools=pools, rope=args.rope)
         payload["posterior"] = table.to_dict()
         text.append(table.format())
+        if args.out:
+            text.append(f"posterior tables written to {args.out}: "
+                        + ", ".join(p.name for p in _write_posterior_outputs(table, args.out, plots=not args.no_plots)))
     emit(args, payload, "\n".join(text))
     return 0
+
+
+def _write_posterior_outputs(table, folder: Path, *, plots: bool) -> list[Path]:
+    """The posterior systems / pairs / per-query tables as CSV and (``plots``) the pairwise forest plot."""
+    from rcp_jax.io import atomic_write_csv
+
+    paths = [atomic_write_csv(folder / f"posterior_{name}.csv", getattr(table, name))
+             for name in ("systems", "pairs", "per_query")]
+    if plots:
+        from rcp_jax.plots_bayes import plot_pairwise_forest
+
+        paths.append(folder / "pairs_forest.png")
+        plot_pairwise_forest(table, path=paths[-1])
+    return paths

@@ -24,13 +24,13 @@ def tiny_store(shared_data, tmp_path_factory):
     return folder / "store", folder / "runs.csv"
 
 
-def _fit_and_evaluate(store, runs, out, capsys, *fit_args):
+def _fit_and_evaluate(store, runs, out, capsys, *fit_args, eval_args=()):
     capsys.readouterr()
     assert main(["fit", "--store", str(store), "--out", str(out), *fit_args, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert (out / "posterior" / "draws.npz").is_file()
     code = main(["evaluate", "--calibration", str(out / "calibration"), "--runs", str(runs), "--k", "5", "--posterior",
-                 "--json"])
+                 "--json", *eval_args])
     assert code == 0
     return info, json.loads(capsys.readouterr().out)
 
@@ -38,12 +38,22 @@ def _fit_and_evaluate(store, runs, out, capsys, *fit_args):
 def test_fit_nuts_then_evaluate_posterior(tiny_store, tmp_path, capsys):
     store, runs = tiny_store
     info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--method", "nuts", "--warmup", "200",
-                                  "--draws", "200", "--chains", "2")
+                                  "--draws", "200", "--chains", "2", eval_args=("--out", str(tmp_path / "eval")))
     assert info["method"] == "nuts" and info["model"] == "frozen"
     assert info["diagnostics"]["num_chains"] == 2 and info["diagnostics"]["num_draws"] == 200
     pairs = out["posterior"]["pairs"]
     assert len(pairs) == 1 and {"p_a_better", "p_rope", "call"} <= set(pairs[0])
     assert 0 <= pairs[0]["p_a_better"] <= 1
+    # fit: posterior intervals of every criterion and the item curves with bands
+    assert [r["criterion"] for r in info["items_posterior"]] == info["criteria"]
+    assert all(r["gamma_lo"] < r["gamma_mean"] < r["gamma_hi"] for r in info["items_posterior"])
+    assert (tmp_path / "fit" / "item_curves_posterior.png").stat().st_size > 5000
+    # evaluate --out: the printed posterior tables as CSV and the forest plot
+    written = pd.read_csv(tmp_path / "eval" / "posterior_pairs.csv")
+    assert written["p_a_better"].tolist() == pytest.approx([pairs[0]["p_a_better"]])
+    assert len(pd.read_csv(tmp_path / "eval" / "posterior_systems.csv")) == 2
+    assert set(pd.read_csv(tmp_path / "eval" / "posterior_per_query.csv").columns) >= {"system", "query_id", "lo", "hi"}
+    assert (tmp_path / "eval" / "pairs_forest.png").stat().st_size > 5000
 
 
 def test_fit_joint_model_then_evaluate_posterior(tiny_store, tmp_path, capsys):
@@ -64,12 +74,16 @@ def test_fit_joint_model_then_evaluate_posterior(tiny_store, tmp_path, capsys):
 def test_fit_rubric_only_by_laplace_then_evaluate_posterior(tiny_store, tmp_path, capsys):
     store, runs = tiny_store
     info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--model", "rubric-only", "--method",
-                                  "laplace", "--draws", "100", "--svi-steps", "300")
+                                  "laplace", "--draws", "100", "--svi-steps", "300", "--no-plots",
+                                  eval_args=("--out", str(tmp_path / "eval"), "--no-plots"))
     assert info["model"] == "rubric-only" and info["diagnostics"]["method"] == "laplace"
     assert info["diagnostics"]["max_rhat"] is None  # no chains to compare
     cal = json.loads((tmp_path / "fit" / "calibration" / "items.json").read_text())
     assert cal["method"] == "rubric_only"  # evaluate's point gains come from the rubric-only fit
     assert len(out["posterior"]["systems"]) == 2
+    assert not (tmp_path / "fit" / "item_curves_posterior.png").exists()  # --no-plots
+    assert not (tmp_path / "eval" / "pairs_forest.png").exists()
+    assert (tmp_path / "eval" / "posterior_pairs.csv").is_file()  # the tables still are written
 
 
 @pytest.mark.parametrize("args, message", [
