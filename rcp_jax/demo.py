@@ -34,7 +34,10 @@ import pandas as pd
 from rcp_jax.demo_build import read_sources
 from rcp_jax.errors import DataError
 
-__all__ = ["DemoData", "load_demo", "read_pools", "read_runs"]
+__all__ = ["DemoData", "INPUT_FILES", "load_demo", "read_pools", "read_runs", "write_demo_inputs"]
+
+INPUT_FILES = ("runs.tsv", "qrels.tsv", "pools.tsv")
+"""The demo's inputs copied into a report folder, so every other verb can be tried on them."""
 
 
 @dataclass(frozen=True)
@@ -108,3 +111,19 @@ def load_demo() -> DemoData:
         runs=read_runs(base / "runs.tsv"),
         latent=src.latent,
     )
+
+
+def write_demo_inputs(folder: str | Path) -> dict[str, Path]:
+    """Copy the embedded ``runs.tsv``, ``qrels.tsv`` and ``pools.tsv`` into ``folder``, byte for byte.
+
+    They are the files ``rcp-jax evaluate --runs/--qrels/--pools`` reads, so the demo's store can be
+    refitted (say with ``rcp-jax fit --method nuts``) and its systems scored again.
+
+    Returns:
+        ``{"runs": path, "qrels": path, "pools": path}``.
+    """
+    from rcp_jax.io import atomic_write_bytes
+
+    base = resources.files("rcp_jax") / "demo_data"
+    return {name.removesuffix(".tsv"): atomic_write_bytes(Path(folder) / name, (base / name).read_bytes())
+            for name in INPUT_FILES}

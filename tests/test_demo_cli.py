@@ -1,19 +1,25 @@
 """`rcp-jax demo` end to end: JSON leaderboard with three metrics, a reusable store, the report folder.
 
 The first run is the README's command, the installed ``rcp-jax`` console script in a fresh process;
-the second (reusing the store) calls the same entry point, ``rcp_jax.cli.main``, in this process.
+the second (reusing the store) calls the same entry point, ``rcp_jax.cli.main``, in this process, and so
+do the README's Bayesian commands on the demo's report.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rcp_jax.cli import main
+
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def console_script() -> str:
@@ -23,11 +29,18 @@ def console_script() -> str:
     return str(script)
 
 
-def test_demo_runs_offline_twice_and_reuses_the_store(tmp_path, capfd):
-    out = tmp_path / "demo"
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """(report folder, JSON result) of the README's demo command in a fresh process; the folder is
+    ``<tmp>/rcp_runs/demo``, the demo's default relative to ``<tmp>``."""
+    out = tmp_path_factory.mktemp("readme") / "rcp_runs" / "demo"
     first = subprocess.run([console_script(), "demo", "--out", str(out), "--json"], capture_output=True, text=True)
     assert first.returncode == 0, first.stderr[-2000:]
-    result = json.loads(first.stdout)
+    return out, json.loads(first.stdout)
+
+
+def test_demo_runs_offline_twice_and_reuses_the_store(demo_run, capfd):
+    out, result = demo_run
     assert result["calls"] > 1000 and result["queries"] == 20
     assert len(result["systems"]) == 6
     for metrics in result["systems"].values():
@@ -36,7 +49,8 @@ def test_demo_runs_offline_twice_and_reuses_the_store(tmp_path, capfd):
     sep = result["pairs_separated"]
     assert sep["rcp_ndcg"]["separated"] > sep["qrel_ndcg"]["separated"]
     for name in ("leaderboard.csv", "per_query.csv", "comparison.md", "item_curves.png", "leaderboard.png",
-                 "query_calibration.png", "calibration/items.json", "store/tournament.jsonl", "store/rubric.jsonl"):
+                 "query_calibration.png", "calibration/items.json", "store/tournament.jsonl", "store/rubric.jsonl",
+                 "runs.tsv", "qrels.tsv", "pools.tsv"):
         assert (out / name).is_file(), name
 
     capfd.readouterr()
@@ -46,3 +60,34 @@ def test_demo_runs_offline_twice_and_reuses_the_store(tmp_path, capfd):
     again = json.loads(stdout)
     assert again["calls"] == 0
     assert again["systems"] == result["systems"]
+
+
+def readme_commands(marker: str) -> list[list[str]]:
+    """argv of every ``rcp-jax`` line in the README's first bash block that contains ``marker``."""
+    for block in re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S):
+        if marker in block:
+            lines = block.replace("\\\n", " ").splitlines()
+            return [shlex.split(line)[1:] for line in lines if line.startswith(".venv/bin/rcp-jax ")]
+    pytest.fail(f"README.md has no bash block containing {marker!r}")
+
+
+def test_readme_bayesian_commands_run_on_the_demo_report(demo_run, capsys, monkeypatch):
+    """The README's `fit --method nuts` / `evaluate --posterior` lines, run as written from the demo's parent
+    folder (fewer NUTS draws, no figures: the figures have their own tests)."""
+    out, result = demo_run
+    fit, evaluate = readme_commands("--posterior")
+    assert fit[0] == "fit" and evaluate[0] == "evaluate"
+    monkeypatch.chdir(out.parent.parent)  # the README runs from the folder holding rcp_runs/
+    capsys.readouterr()
+    assert main([*fit, "--warmup", "150", "--draws", "150", "--no-plots", "--json"]) == 0
+    fitted = json.loads(capsys.readouterr().out)
+    assert fitted["diagnostics"]["divergences"] == 0
+    assert main([*evaluate, "--no-plots", "--json"]) == 0
+    posterior = json.loads(capsys.readouterr().out)["posterior"]
+    systems = pd.DataFrame(posterior["systems"]).set_index("system")
+    assert set(systems.index) == set(result["systems"])
+    for name, row in systems.iterrows():  # the MAP leaderboard's value lies inside each system's interval
+        assert row["lo"] <= result["systems"][name]["rcp_ndcg"] <= row["hi"], name
+    assert len(posterior["pairs"]) == 15
+    written = Path(evaluate[evaluate.index("--out") + 1])
+    assert len(pd.read_csv(written / "posterior_pairs.csv")) == 15

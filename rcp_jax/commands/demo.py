@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from rcp_jax.demo import load_demo
+    from rcp_jax.demo import load_demo, write_demo_inputs
     from rcp_jax.pipeline import PipelineInput, run_pipeline, write_outputs
 
     started = time.perf_counter()
@@ -36,6 +36,7 @@ def run(args) -> int:
     result = run_pipeline(collection, judge=judge, store=args.out / "store", runs=demo.runs, seed=args.seed,
                           k=args.k, concurrency=args.concurrency, progress=not (args.quiet or args.json), log=log)
     paths = write_outputs(result, args.out)
+    paths.update(write_demo_inputs(args.out))
     if not args.no_plots:
         from rcp_jax.plots import write_report_plots
 
