@@ -22,6 +22,7 @@ Draws are returned as :class:`Draws` with ``samples[name]: float[chains, draws, 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import jax
@@ -224,6 +225,18 @@ def find_map(
 # --------------------------------------------------------------------------------------------------
 # NUTS
 # --------------------------------------------------------------------------------------------------
+# A compiled NUTS program is cached and reused, so it cannot hold the caller's progress callback: programs
+# built with progress reporting call this module-level hook, which forwards to the current run's callback.
+_PROGRESS_HOOK: list = [None]
+_PROGRESS_REPORTS = 100
+
+
+def _report_progress(iteration, total) -> None:
+    hook = _PROGRESS_HOOK[0]
+    if hook is not None:
+        hook(int(iteration), int(total))
+
+
 def _chain_program(model, static, settings):
     """A traceable single-chain NUTS run: ``chain(key, init_values, data) -> (values, stats)``.
 
@@ -231,9 +244,10 @@ def _chain_program(model, static, settings):
     time is dominated by the transition, so it is traced once). Kept draws are written into a
     preallocated buffer one row at a time; statistics are recorded at every post-warmup iteration.
     """
-    num_warmup, num_samples, thinning, target_accept, max_tree_depth, dense_mass, jitter, radius = settings
+    num_warmup, num_samples, thinning, target_accept, max_tree_depth, dense_mass, jitter, radius, report = settings
     n_keep = num_samples // thinning
     total = num_warmup + num_samples
+    every = max(1, total // _PROGRESS_REPORTS)
 
     def chain(key, init_values, data):
         kw = {**dict(static), **data}
@@ -259,6 +273,9 @@ def _chain_program(model, static, settings):
         def body(i, carry):
             state, z_buf, s_buf = carry
             state = sample_kernel(state)
+            if report:  # the loop index is the same in every vmapped chain, so this stays one host call
+                jax.lax.cond((i + 1) % every == 0, lambda: jax.debug.callback(_report_progress, i + 1, total),
+                             lambda: None)
             j = i - num_warmup
             sampling = j >= 0
             keep = sampling & (j % thinning == thinning - 1)
@@ -290,6 +307,7 @@ def run_nuts(
     max_tree_depth: int = 10,
     dense_mass: bool = False,
     chain_method: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Draws:
     """NUTS with chains vectorised on one device (parallel where enough devices exist).
 
@@ -311,6 +329,10 @@ def run_nuts(
         target_accept, max_tree_depth, dense_mass: NUTS settings.
         chain_method: ``vectorized`` (one program advances every chain with ``vmap``) or ``parallel``
             (``pmap``, one chain per device); default :func:`default_chain_method`.
+        progress: called on the host as ``progress(iteration, total)`` about 100 times during the run
+            (iterations per chain, warmup included; with ``parallel`` chains once per device, so keep the
+            largest iteration seen). It does not change the draws. Calls of one ``run_nuts`` at a time
+            only: concurrent runs in threads share the hook.
 
     Returns:
         :class:`Draws` with ``samples[site]: [chains, draws, ...]`` and NUTS statistics.
@@ -320,7 +342,8 @@ def run_nuts(
         raise ValueError(f"chain_method must be 'vectorized' or 'parallel', got {chain_method!r}")
     data, static = _split_kwargs(model_kwargs)
     init_values = {k: jnp.asarray(v) for k, v in (init_values or {}).items()}
-    settings = (num_warmup, num_samples, thinning, target_accept, max_tree_depth, dense_mass, init_jitter, 2.0)
+    settings = (num_warmup, num_samples, thinning, target_accept, max_tree_depth, dense_mass, init_jitter, 2.0,
+                progress is not None)
 
     def build():
         chain = _chain_program(model, static, settings)
@@ -331,8 +354,13 @@ def run_nuts(
     run = _cached(("nuts", model, static, settings, chain_method), build)
     keys = jax.random.split(jax.random.PRNGKey(seed), num_chains)
     start = time.perf_counter()
-    values, stats = run(keys, init_values, data)
-    jax.block_until_ready(values)
+    _PROGRESS_HOOK[0] = progress
+    try:
+        values, stats = run(keys, init_values, data)
+        jax.block_until_ready(values)
+        jax.effects_barrier()  # every progress call has run before the hook is cleared
+    finally:
+        _PROGRESS_HOOK[0] = None
     wall = time.perf_counter() - start
     return Draws(
         samples=_to_numpy(values), stats=_to_numpy(stats), method="nuts",
@@ -440,7 +468,7 @@ def run_nuts_batched(
     """
     shared, static = _split_kwargs(dict(static_kwargs or {}))
     batch = {k: jnp.asarray(v) for k, v in data_batch.items()}
-    settings = (num_warmup, num_samples, thinning, target_accept, max_tree_depth, False, 0.0, init_radius)
+    settings = (num_warmup, num_samples, thinning, target_accept, max_tree_depth, False, 0.0, init_radius, False)
 
     def build():
         chain = _chain_program(model, static, settings)

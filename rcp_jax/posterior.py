@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -446,6 +447,28 @@ def _tables(inputs, model, draws, ability, gain, theta, ci_prob):
     return items, queries, docs
 
 
+@contextlib.contextmanager
+def _nuts_bar(enabled: bool, num_warmup: int, num_chains: int):
+    """A tqdm bar fed by :func:`models.inference.run_nuts`'s ``progress`` (None when disabled)."""
+    if not enabled:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=None, desc=f"NUTS, {num_chains} chains", unit="it", leave=False, disable=None, mininterval=0.5)
+    bar.set_postfix_str("compiling")  # the first report comes once the program is compiled and running
+
+    def report(iteration: int, total: int) -> None:
+        bar.total = total
+        bar.set_postfix_str("warmup" if iteration <= num_warmup else "sampling", refresh=False)
+        bar.update(max(0, iteration - bar.n))  # parallel chains report per device: keep the largest
+
+    try:
+        yield report
+    finally:
+        bar.close()
+
+
 def fit_posterior(
     bt_or_windows: pd.DataFrame | None,
     answers: pd.DataFrame,
@@ -466,6 +489,7 @@ def fit_posterior(
     ci_prob: float = 0.9,
     warn: bool = True,
     joint_param: str = "ability",
+    progress: bool = False,
 ) -> Posterior:
     """Bayesian RCP calibration: posterior of items, query calibrations and every gain.
 
@@ -492,6 +516,8 @@ def fit_posterior(
             ``tau theta``, which the rubric pins) or ``theta`` (the BT scores). Same posterior; on noisy
             tournaments ``ability`` removes the tau / spread-of-theta ridge (min bulk ESS ~3x higher,
             R-hat < 1.01 at 4 x 500 draws). MAP always uses the model's own ``theta`` coordinates.
+        progress: NUTS shows a tqdm bar of iterations per chain (warmup, then sampling) on stderr when
+            it is a terminal; it does not change the draws.
 
     Returns:
         :class:`Posterior`.
@@ -535,10 +561,11 @@ def fit_posterior(
     init = {k: f32(v) for k, v in init.items()}
 
     if method == "nuts":
-        draws = inference.run_nuts(
-            mfn, kwargs, seed=seed, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-            thinning=thinning, init_values=init, target_accept=target_accept,
-        )
+        with _nuts_bar(progress, num_warmup, num_chains) as report:
+            draws = inference.run_nuts(
+                mfn, kwargs, seed=seed, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
+                thinning=thinning, init_values=init, target_accept=target_accept, progress=report,
+            )
     elif method in ("svi", "laplace"):
         draws = inference.run_svi(
             mfn, kwargs, seed=seed, guide="normal" if method == "svi" else "laplace", num_steps=svi_steps,

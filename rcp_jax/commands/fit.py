@@ -90,7 +90,7 @@ def run(args) -> int:
             post = posterior.fit_posterior(
                 None if model == "rubric_only" else window_scores, answers, model=model, method=args.method,
                 num_warmup=args.warmup, num_samples=args.draws, num_chains=args.chains, svi_steps=args.svi_steps,
-                seed=args.seed,
+                seed=args.seed, progress=not args.json,
             )
         notes += [str(w.message) for w in caught if str(w.message) not in notes]
         path = posterior.save_posterior(post, args.out / "posterior")

@@ -44,6 +44,25 @@ def test_nuts_is_reproducible_with_an_explicit_seed():
     assert a.samples["tau"].shape == (2, 20, q) and a.info["chain_method"] == "vectorized"
 
 
+def test_nuts_progress_reports_reach_the_end_and_leave_the_draws_unchanged():
+    rng = np.random.default_rng(1)
+    q, n, c = 3, 8, 5
+    kw = dict(theta=jnp.asarray(rng.normal(size=(q, n)), jnp.float32),
+              passes=jnp.asarray(rng.integers(0, 3, (q, n, c)), jnp.float32), trials=jnp.full((q, n, c), 2.0))
+    seen = []
+    settings = dict(seed=5, num_warmup=60, num_samples=40, num_chains=2)
+    with_bar = inference.run_nuts(bayes.calibration_model, kw, progress=lambda i, total: seen.append((i, total)), **settings)
+    plain = inference.run_nuts(bayes.calibration_model, kw, **settings)
+    np.testing.assert_array_equal(with_bar.samples["gamma"], plain.samples["gamma"])
+    assert seen and {t for _, t in seen} == {100}
+    iterations = [i for i, _ in seen]
+    assert iterations == sorted(set(iterations)) and iterations[-1] == 100  # once per report, not per chain
+    assert len(iterations) == 100  # total // 100 = 1: a report every iteration
+    assert inference._PROGRESS_HOOK[0] is None  # cleared: a later run without progress reports nothing
+    inference.run_nuts(bayes.calibration_model, kw, progress=None, **{**settings, "seed": 6})
+    assert len(seen) == 100
+
+
 @pytest.mark.parametrize("method", ["svi", "laplace"])
 def test_svi_agrees_with_nuts_on_the_frozen_model(method, collection, frozen_posterior):
     _, windows, answers = collection
