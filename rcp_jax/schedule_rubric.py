@@ -14,16 +14,7 @@ import numpy as np
 from judging.records import Window
 from rcp_jax.errors import DataError
 from rcp_jax.schedule_config import DEFAULT_CONFIG, ScheduleConfig, ScheduleWarning, schedule_counts
-from rcp_jax.schedule_windows import (
-    _degenerate,
-    _descending,
-    _least_shown,
-    _lowest_coverage_blocks,
-    _pool,
-    _scores,
-    _windows,
-    query_rng,
-)
+from rcp_jax.schedule_windows import _degenerate, _least_shown, _pool, _stratified_phase, _windows, query_rng
 
 
 def check_rubric_coverage(query_id: str, n: int, config: ScheduleConfig = DEFAULT_CONFIG) -> None:
@@ -83,12 +74,10 @@ def rubric_stratified(
     """
     docs = _pool(query_id, doc_ids)
     counts = schedule_counts(len(docs), config)
-    if counts.rubric_stratified == 0:
-        return []
-    order = _descending(_scores(query_id, docs, abilities, "Rasch ability"))
-    rng = query_rng(seed, dataset, query_id, "rubric_stratified")
-    picks = _lowest_coverage_blocks(rng, order, counts.window_size, counts.rubric_stratified, config.tie_replace)
-    return _windows(query_id, "rubric", "stratified", docs, picks)
+    return _stratified_phase(query_id, docs, abilities, "Rasch ability", stage="rubric", phase="stratified",
+                             stream="rubric_stratified", count=counts.rubric_stratified,
+                             window_size=counts.window_size, tie_replace=config.tie_replace, seed=seed,
+                             dataset=dataset)
 
 
 def _criteria_columns(columns) -> list[str]:

@@ -12,16 +12,7 @@ import numpy as np
 
 from judging.records import Window
 from rcp_jax.schedule_config import DEFAULT_CONFIG, ScheduleConfig, schedule_counts
-from rcp_jax.schedule_windows import (
-    _degenerate,
-    _descending,
-    _least_shown,
-    _lowest_coverage_blocks,
-    _pool,
-    _scores,
-    _windows,
-    query_rng,
-)
+from rcp_jax.schedule_windows import _degenerate, _least_shown, _pool, _stratified_phase, _windows, query_rng
 
 
 def tournament_round1(
@@ -69,9 +60,6 @@ def tournament_round2(
     """
     docs = _pool(query_id, doc_ids)
     counts = schedule_counts(len(docs), config)
-    if counts.round2 == 0:
-        return []
-    order = _descending(_scores(query_id, docs, bt_scores, "BT score"))
-    rng = query_rng(seed, dataset, query_id, "round2")
-    picks = _lowest_coverage_blocks(rng, order, counts.window_size, counts.round2, config.tie_replace)
-    return _windows(query_id, "tournament", "round2", docs, picks, mirror=config.mirror)
+    return _stratified_phase(query_id, docs, bt_scores, "BT score", stage="tournament", phase="round2",
+                             stream="round2", count=counts.round2, window_size=counts.window_size,
+                             tie_replace=config.tie_replace, seed=seed, dataset=dataset, mirror=config.mirror)

@@ -163,3 +163,21 @@ def _lowest_coverage_blocks(
         coverage[best : best + k] += 1
         out.append(rng.permutation(order[best : best + k]))
     return out
+
+
+def _stratified_phase(
+    query_id: str, docs: tuple[str, ...], scores, what: str, *, stage: str, phase: str, stream: str, count: int,
+    window_size: int, tie_replace: float, seed: int, dataset: str, mirror: bool = False,
+) -> list[Window]:
+    """The windows of a stratified phase (tournament round 2, the rubric's second half).
+
+    ``count`` lowest-coverage contiguous blocks of ``window_size`` in the descending order of ``scores``
+    (mapping or float[n] in pool order; ``what`` names them in errors), drawn from the random stream
+    ``stream`` of the query; none when ``count`` is 0.
+    """
+    if count == 0:
+        return []
+    order = _descending(_scores(query_id, docs, scores, what))
+    rng = query_rng(seed, dataset, query_id, stream)
+    picks = _lowest_coverage_blocks(rng, order, window_size, count, tie_replace)
+    return _windows(query_id, stage, phase, docs, picks, mirror=mirror)
