@@ -2,8 +2,14 @@
 
 Each verb lives in its own module under :mod:`rcp_jax.commands` exposing ``NAME``, ``HELP``,
 ``add_arguments(parser)`` and ``run(args) -> int``; this module only wires them together, sets the
-process-level JAX options (host device count) and maps domain errors to exit codes:
-0 success, 1 runtime failure, 2 bad input / usage.
+process-level JAX options (host device count, the persistent compilation cache) and maps domain errors to
+exit codes: 0 success, 1 runtime failure, 2 bad input / usage.
+
+The compilation cache keeps XLA's compiled programs (the BT and 2PL fits, the NUTS chain) on disk, so a
+second ``rcp-jax fit`` skips most of its compile time (27 s -> 15 s for NUTS on the demo, two cores). It
+lives in ``$RCP_JAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/rcp-jax/jax``, else ``~/.cache/rcp-jax/jax``;
+``RCP_JAX_CACHE_DIR=off`` turns it off, and a ``JAX_COMPILATION_CACHE_DIR`` already set wins. Only the
+console script sets it, and only before JAX is imported: a Python caller keeps its own JAX configuration.
 
 Building the parser imports only the verb modules, which import NumPy, pandas, JAX and the judging layer
 inside ``run``: ``rcp-jax --help`` and ``rcp-jax --version`` start without them.
@@ -16,7 +22,8 @@ import importlib
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from rcp_jax import __version__
 
@@ -53,6 +60,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+COMPILE_CACHE_MAX_BYTES = 1 << 30  # least recently used programs are evicted beyond 1 GiB
+
+
+def compilation_cache_dir(environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The folder of JAX's persistent compilation cache the CLI uses, or None for none (see the module docstring)."""
+    if environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return None  # JAX reads it itself
+    chosen = environ.get("RCP_JAX_CACHE_DIR")
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "0", "off", "false", "no", "none") else Path(chosen)
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rcp-jax" / "jax"
+
+
+def _configure_compilation_cache() -> None:
+    if "jax" in sys.modules:  # called from Python with JAX loaded: its configuration is the caller's
+        return
+    folder = compilation_cache_dir()
+    if folder is not None:
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = str(folder)  # read when JAX is first imported
+        os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(COMPILE_CACHE_MAX_BYTES))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rcp-jax`` console script; returns the process exit code."""
     parser = build_parser()
@@ -63,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "verb", None):
         parser.print_help()
         return 2
+    _configure_compilation_cache()
     # after --help / --version have exited: they need neither the judging layer nor the numeric stack
     from judging.errors import JudgeError, JudgeInputError, StoreError
     from rcp_jax.errors import RcpError

@@ -8,7 +8,9 @@ the console script itself runs as a subprocess in ``test_demo_cli`` and ``test_c
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -100,3 +102,32 @@ def test_usage_errors_exit_2_with_a_message(tiny, capsys):
     assert "exactly one of --dataset" in capsys.readouterr().err
     assert main(["evaluate", "--calibration", str(folder / "missing"), "--runs", str(folder / "runs.csv")]) == 2
     assert "items.json not found" in capsys.readouterr().err
+
+
+def test_console_script_keeps_a_persistent_compilation_cache(tiny, cli, tmp_path):
+    """`rcp-jax fit` in a fresh process stores its compiled programs in $RCP_JAX_CACHE_DIR (the tests'
+    own shared cache, JAX_COMPILATION_CACHE_DIR, is taken out of this one process's environment)."""
+    _, rows = tiny
+    store = tmp_path / "store"
+    assert cli("judge", "--rows", str(rows), "--store", str(store), "--quiet").returncode == 0
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env.update(RCP_JAX_CACHE_DIR=str(tmp_path / "cache"), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    done = subprocess.run([sys.executable, "-m", "rcp_jax", "fit", "--store", str(store), "--out", str(tmp_path / "fit")],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert any((tmp_path / "cache").glob("jit_*")), "no compiled program was cached"
+    env["RCP_JAX_CACHE_DIR"] = "off"
+    done = subprocess.run([sys.executable, "-m", "rcp_jax", "fit", "--store", str(store), "--out", str(tmp_path / "fit2")],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_compilation_cache_folder_follows_the_environment(tmp_path):
+    from rcp_jax.cli import compilation_cache_dir
+
+    assert compilation_cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "rcp-jax" / "jax"
+    assert compilation_cache_dir({"RCP_JAX_CACHE_DIR": str(tmp_path / "c"), "XDG_CACHE_HOME": "/x"}) == tmp_path / "c"
+    for off in ("off", "0", "", "none"):
+        assert compilation_cache_dir({"RCP_JAX_CACHE_DIR": off}) is None
+    assert compilation_cache_dir({"JAX_COMPILATION_CACHE_DIR": "/j", "RCP_JAX_CACHE_DIR": "/r"}) is None  # JAX's own wins
+    assert str(compilation_cache_dir({})).endswith(os.path.join(".cache", "rcp-jax", "jax"))
