@@ -21,6 +21,7 @@ Draws are returned as :class:`Draws` with ``samples[name]: float[chains, draws, 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -237,6 +238,24 @@ def _report_progress(iteration, total) -> None:
         hook(int(iteration), int(total))
 
 
+def _maybe_report(report: bool, done, total: int) -> None:
+    """Inside a loop body: call :func:`_report_progress` about ``_PROGRESS_REPORTS`` times over ``total``."""
+    if report:
+        every = max(1, total // _PROGRESS_REPORTS)
+        jax.lax.cond(done % every == 0, lambda: jax.debug.callback(_report_progress, done, total), lambda: None)
+
+
+@contextlib.contextmanager
+def _progress_hook(progress: Callable[[int, int], None] | None):
+    """Route the compiled program's reports to ``progress`` for the duration of one run."""
+    _PROGRESS_HOOK[0] = progress
+    try:
+        yield
+        jax.effects_barrier()  # every report has run before the hook is cleared
+    finally:
+        _PROGRESS_HOOK[0] = None
+
+
 def _chain_program(model, static, settings):
     """A traceable single-chain NUTS run: ``chain(key, init_values, data) -> (values, stats)``.
 
@@ -247,7 +266,6 @@ def _chain_program(model, static, settings):
     num_warmup, num_samples, thinning, target_accept, max_tree_depth, dense_mass, jitter, radius, report = settings
     n_keep = num_samples // thinning
     total = num_warmup + num_samples
-    every = max(1, total // _PROGRESS_REPORTS)
 
     def chain(key, init_values, data):
         kw = {**dict(static), **data}
@@ -273,9 +291,7 @@ def _chain_program(model, static, settings):
         def body(i, carry):
             state, z_buf, s_buf = carry
             state = sample_kernel(state)
-            if report:  # the loop index is the same in every vmapped chain, so this stays one host call
-                jax.lax.cond((i + 1) % every == 0, lambda: jax.debug.callback(_report_progress, i + 1, total),
-                             lambda: None)
+            _maybe_report(report, i + 1, total)  # the index is the same in every vmapped chain: one host call
             j = i - num_warmup
             sampling = j >= 0
             keep = sampling & (j % thinning == thinning - 1)
@@ -331,8 +347,8 @@ def run_nuts(
             (``pmap``, one chain per device); default :func:`default_chain_method`.
         progress: called on the host as ``progress(iteration, total)`` about 100 times during the run
             (iterations per chain, warmup included; with ``parallel`` chains once per device, so keep the
-            largest iteration seen). It does not change the draws. Calls of one ``run_nuts`` at a time
-            only: concurrent runs in threads share the hook.
+            largest iteration seen). The same computation (XLA may fuse it differently, which can change
+            float32 rounding in the last bits). One run at a time: concurrent runs in threads share the hook.
 
     Returns:
         :class:`Draws` with ``samples[site]: [chains, draws, ...]`` and NUTS statistics.
@@ -354,13 +370,9 @@ def run_nuts(
     run = _cached(("nuts", model, static, settings, chain_method), build)
     keys = jax.random.split(jax.random.PRNGKey(seed), num_chains)
     start = time.perf_counter()
-    _PROGRESS_HOOK[0] = progress
-    try:
+    with _progress_hook(progress):
         values, stats = run(keys, init_values, data)
         jax.block_until_ready(values)
-        jax.effects_barrier()  # every progress call has run before the hook is cleared
-    finally:
-        _PROGRESS_HOOK[0] = None
     wall = time.perf_counter() - start
     return Draws(
         samples=_to_numpy(values), stats=_to_numpy(stats), method="nuts",
@@ -384,6 +396,7 @@ def run_svi(
     num_samples: int = 1000,
     init_values: dict | None = None,
     init_scale: float = 0.05,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Draws:
     """Stochastic variational inference with an automatic guide.
 
@@ -397,6 +410,9 @@ def run_svi(
         num_samples: draws taken from the fitted guide.
         init_values: constrained starting values (e.g. the MAP), which shortens the optimisation.
         init_scale: initial guide scale (``normal``).
+        progress: called on the host as ``progress(step, num_steps)`` about 100 times during the
+            optimisation (as in :func:`run_nuts`). Without it the loop is exactly ``SVI.run``'s (same
+            losses, bit for bit); with it the same computation, up to float32 rounding.
 
     Returns:
         :class:`Draws` with one "chain" of ``num_samples`` draws; ``info["losses"]`` holds the ELBO
@@ -413,18 +429,27 @@ def run_svi(
     key = jax.random.PRNGKey(seed)
     k_fit, k_draw = jax.random.split(key)
     start = time.perf_counter()
-    result = svi.run(k_fit, num_steps, progress_bar=False, stable_update=True, **model_kwargs)
+    state = svi.init(k_fit, **model_kwargs)
+
+    def step(state, i):  # SVI.run's loop (stable updates: a step with a NaN loss is skipped), plus reports
+        state, loss = svi.stable_update(state, **model_kwargs)
+        _maybe_report(progress is not None, i + 1, num_steps)
+        return state, loss
+
+    with _progress_hook(progress):
+        state, losses = jax.lax.scan(step, state, jnp.arange(num_steps))
+        params = svi.get_params(state)
     latent, det = _site_names(model, model_kwargs)
     # sample_posterior, not Predictive(guide=...): a Laplace guide run as a program is its Delta at the
     # mode; its Gaussian (inverse Hessian) lives in sample_posterior.
     k_guide, k_model = jax.random.split(k_draw)
-    z = g.sample_posterior(k_guide, result.params, sample_shape=(num_samples,), **model_kwargs)
+    z = g.sample_posterior(k_guide, params, sample_shape=(num_samples,), **model_kwargs)
     pred = Predictive(model, posterior_samples={k: z[k] for k in latent}, return_sites=latent + det)
     draws = pred(k_model, **model_kwargs)
     jax.block_until_ready(draws)
     wall = time.perf_counter() - start
     samples = {k: np.asarray(v)[None] for k, v in draws.items()}
-    losses = np.asarray(result.losses)
+    losses = np.asarray(losses)
     return Draws(
         samples=samples, method=f"svi-{guide}",
         info={"wall_s": wall, "num_steps": num_steps, "learning_rate": learning_rate, "num_samples": num_samples,

@@ -448,20 +448,26 @@ def _tables(inputs, model, draws, ability, gain, theta, ci_prob):
 
 
 @contextlib.contextmanager
-def _nuts_bar(enabled: bool, num_warmup: int, num_chains: int):
-    """A tqdm bar fed by :func:`models.inference.run_nuts`'s ``progress`` (None when disabled)."""
+def _progress_bar(enabled: bool, desc: str, num_warmup: int | None = None):
+    """A tqdm bar fed by the ``progress`` reports of :mod:`models.inference` (None when disabled).
+
+    ``num_warmup``: NUTS iterations up to it are labelled warmup, later ones sampling.
+    """
     if not enabled:
         yield None
         return
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=None, desc=f"NUTS, {num_chains} chains", unit="it", leave=False, disable=None, mininterval=0.5)
+    bar = tqdm(total=None, desc=desc, unit="it", leave=False, disable=None, mininterval=0.5)
     bar.set_postfix_str("compiling")  # the first report comes once the program is compiled and running
 
-    def report(iteration: int, total: int) -> None:
+    def report(done: int, total: int) -> None:
         bar.total = total
-        bar.set_postfix_str("warmup" if iteration <= num_warmup else "sampling", refresh=False)
-        bar.update(max(0, iteration - bar.n))  # parallel chains report per device: keep the largest
+        if num_warmup is not None:
+            bar.set_postfix_str("warmup" if done <= num_warmup else "sampling", refresh=False)
+        else:
+            bar.set_postfix_str("", refresh=False)
+        bar.update(max(0, done - bar.n))  # parallel chains report once per device: keep the largest
 
     try:
         yield report
@@ -516,8 +522,8 @@ def fit_posterior(
             ``tau theta``, which the rubric pins) or ``theta`` (the BT scores). Same posterior; on noisy
             tournaments ``ability`` removes the tau / spread-of-theta ridge (min bulk ESS ~3x higher,
             R-hat < 1.01 at 4 x 500 draws). MAP always uses the model's own ``theta`` coordinates.
-        progress: NUTS shows a tqdm bar of iterations per chain (warmup, then sampling) on stderr when
-            it is a terminal; it does not change the draws.
+        progress: a tqdm bar on stderr when it is a terminal: NUTS iterations per chain (warmup, then
+            sampling), or SVI / Laplace optimisation steps.
 
     Returns:
         :class:`Posterior`.
@@ -561,16 +567,18 @@ def fit_posterior(
     init = {k: f32(v) for k, v in init.items()}
 
     if method == "nuts":
-        with _nuts_bar(progress, num_warmup, num_chains) as report:
+        with _progress_bar(progress, f"NUTS, {num_chains} chains", num_warmup) as report:
             draws = inference.run_nuts(
                 mfn, kwargs, seed=seed, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                 thinning=thinning, init_values=init, target_accept=target_accept, progress=report,
             )
     elif method in ("svi", "laplace"):
-        draws = inference.run_svi(
-            mfn, kwargs, seed=seed, guide="normal" if method == "svi" else "laplace", num_steps=svi_steps,
-            learning_rate=learning_rate, num_samples=num_samples, init_values=init,
-        )
+        guide = "normal" if method == "svi" else "laplace"
+        with _progress_bar(progress, f"SVI ({guide} guide)") as report:
+            draws = inference.run_svi(
+                mfn, kwargs, seed=seed, guide=guide, num_steps=svi_steps, learning_rate=learning_rate,
+                num_samples=num_samples, init_values=init, progress=report,
+            )
     else:
         if model == "frozen":
             values = {**init, "gamma": cal.gamma, "beta": cal.beta}

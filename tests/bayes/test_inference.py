@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -63,12 +64,34 @@ def test_nuts_progress_reports_reach_the_end_and_leave_the_draws_unchanged():
     assert len(seen) == 100
 
 
+def test_svi_progress_reports_and_the_loop_is_svi_runs():
+    from numpyro.infer import SVI, Trace_ELBO
+    from numpyro.infer.autoguide import AutoNormal
+    from numpyro.infer.initialization import init_to_median
+
+    rng = np.random.default_rng(2)
+    q, n, c = 3, 8, 5
+    kw = dict(theta=jnp.asarray(rng.normal(size=(q, n)), jnp.float32),
+              passes=jnp.asarray(rng.integers(0, 3, (q, n, c)), jnp.float32), trials=jnp.full((q, n, c), 2.0))
+    seen = []
+    with_bar = inference.run_svi(bayes.calibration_model, kw, seed=3, num_steps=250, num_samples=10,
+                                 progress=lambda i, total: seen.append((i, total)))
+    plain = inference.run_svi(bayes.calibration_model, kw, seed=3, num_steps=250, num_samples=10)
+    assert [i for i, _ in seen] == list(range(2, 251, 2)) and {t for _, t in seen} == {250}
+    np.testing.assert_allclose(with_bar.info["losses"], plain.info["losses"], rtol=1e-5)
+    # without reports the loop is numpyro's SVI.run, loss for loss
+    guide = AutoNormal(bayes.calibration_model, init_loc_fn=init_to_median, init_scale=0.05)
+    svi = SVI(bayes.calibration_model, guide, inference.optax_adam(0.01), Trace_ELBO())
+    reference = svi.run(jax.random.split(jax.random.PRNGKey(3))[0], 250, progress_bar=False, stable_update=True, **kw)
+    np.testing.assert_array_equal(plain.info["losses"], np.asarray(reference.losses))
+
+
 @pytest.mark.parametrize("method", ["svi", "laplace"])
 def test_svi_agrees_with_nuts_on_the_frozen_model(method, collection, frozen_posterior):
     _, windows, answers = collection
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        post = fit_posterior(windows, answers, method=method, svi_steps=1500, num_samples=400, seed=2)
+        post = fit_posterior(windows, answers, method=method, svi_steps=1500, num_samples=400, seed=2, progress=True)
     ref = frozen_posterior
     for name in ("gamma", "beta"):
         sd = ref.items[f"{name}_sd"].to_numpy()
