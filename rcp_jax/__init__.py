@@ -36,7 +36,7 @@ _EXPORTS: dict[str, str] = {
     # data and schedules
     "data": "data", "schedule": "schedule", "read_run": "data", "read_qrels": "data", "read_pools": "data",
     "read_beir": "data", "read_rows": "data", "check_run_against_pools": "data",
-    "ScheduleConfig": "schedule", "schedule_counts": "schedule",
+    "ScheduleConfig": "schedule", "schedule_counts": "schedule", "store_tables": "pipeline",
     # statistics
     "compare_systems": "compare", "Comparison": "compare", "sensitivity_report": "compare",
     "robustness": "compare", "gain_rank_correlation": "compare",
@@ -115,6 +115,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from rcp_jax.human import ContestSet, contest_verdicts, head_to_head, human_agreement_report, load_contests
     from rcp_jax.list_compare import ListComparison, compare_ideal_lists, compare_ideal_lists_sync, ideal_lists
     from rcp_jax.metrics import PROTOCOLS, Protocol, QueryScore, gain, score_query
+    from rcp_jax.pipeline import store_tables
     from rcp_jax.posterior import Posterior, fit_posterior, load_posterior, save_posterior
     from rcp_jax.posterior_metrics import PosteriorMetrics, format_posterior_table, posterior_metrics
     from rcp_jax.schedule import ScheduleConfig, schedule_counts

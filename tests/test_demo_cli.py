@@ -91,3 +91,21 @@ def test_readme_bayesian_commands_run_on_the_demo_report(demo_run, capsys, monke
     assert len(posterior["pairs"]) == 15
     written = Path(evaluate[evaluate.index("--out") + 1])
     assert len(pd.read_csv(written / "posterior_pairs.csv")) == 15
+
+
+def test_readme_python_block_runs_on_the_demo_report(demo_run, capsys, monkeypatch):
+    """The README's Python block, executed as written from the folder holding the demo's report."""
+    out, result = demo_run
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert blocks, "README.md has no python block"
+    monkeypatch.chdir(out.parent.parent)
+    namespace: dict = {}
+    exec(compile(blocks[0], "README.md (python block)", "exec"), namespace)  # noqa: S102 - our own README
+    board = namespace["rcp_jax"].leaderboard(namespace["per_query"])
+    for system, metrics in result["systems"].items():  # the same numbers as the demo printed
+        assert board.loc[system, "rcp_ndcg"] == pytest.approx(metrics["rcp_ndcg"], abs=1e-9)
+    post = namespace["post"]
+    assert list(post.items["criterion"]) == ["C1", "C2", "C3", "C4", "C5"]
+    assert (post.items["beta_lo"] < post.items["beta_hi"]).all()
+    printed = capsys.readouterr().out
+    assert "P(A > B)" in printed or "p_a_better" in printed
