@@ -64,19 +64,42 @@ class PosteriorMetrics:
     protocol: str
     info: dict = field(default_factory=dict)
 
+    def p_better_matrix(self, source: str = "combined") -> pd.DataFrame:
+        """P(row system > column system) for every ordered pair, systems in leaderboard order.
+
+        Args:
+            source: ``combined`` (calibration and query sampling, the column ``p_a_better``),
+                ``calibration`` (``cal_p_a_better``) or ``bootstrap`` (``boot_p_a_better``).
+
+        Returns:
+            float64[n_systems, n_systems] DataFrame indexed and labelled by system; the diagonal is NaN.
+            ``M[a, b] + M[b, a] = 1`` (an exact tie counts half to each side).
+        """
+        column = {"combined": "p_a_better", "calibration": "cal_p_a_better", "bootstrap": "boot_p_a_better"}.get(source)
+        if column is None:
+            raise DataError(f"unknown source {source!r}; choose combined, calibration or bootstrap")
+        names = list(self.systems["system"])
+        m = pd.DataFrame(np.nan, index=pd.Index(names, name="system"), columns=names)
+        for a, b, p in zip(self.pairs["system_a"], self.pairs["system_b"], self.pairs[column]):
+            m.loc[a, b], m.loc[b, a] = p, 1.0 - p
+        return m
+
     def to_dict(self) -> dict:
-        """JSON-ready dict: settings, ``systems`` and ``pairs`` as lists of records."""
+        """JSON-ready dict: settings, ``systems`` and ``pairs`` as lists of records, ``p_better_matrix``
+        as ``{row: {column: P(row > column)}}`` (combined; the diagonal left out)."""
         def records(df):
             return json.loads(df.to_json(orient="records"))
 
+        matrix = self.p_better_matrix()
         return {"k": self.k, "protocol": self.protocol, "rope": self.rope, "ci_prob": self.ci_prob,
                 "decision_prob": self.decision_prob, "n_bootstrap": self.n_bootstrap, "n_draws": self.info.get("n_draws"),
-                "systems": records(self.systems), "pairs": records(self.pairs)}
+                "systems": records(self.systems), "pairs": records(self.pairs),
+                "p_better_matrix": {a: {b: float(p) for b, p in row.items() if a != b} for a, row in matrix.iterrows()}}
 
     def format(self, fmt: str = "text", digits: int = 3) -> str:
-        """The systems and pairs tables (:func:`format_posterior_table`) one after the other."""
-        return (format_posterior_table(self, table="systems", fmt=fmt, digits=digits) + "\n"
-                + format_posterior_table(self, table="pairs", fmt=fmt, digits=digits))
+        """The systems table, the P(A > B) matrix and the pairs table (:func:`format_posterior_table`)."""
+        return "\n".join(format_posterior_table(self, table=t, fmt=fmt, digits=digits)
+                         for t in ("systems", "matrix", "pairs"))
 
 
 def discount_weights(
@@ -323,11 +346,12 @@ def posterior_metrics(
 def format_posterior_table(
     metrics: PosteriorMetrics, *, table: str = "pairs", fmt: str = "text", digits: int = 3
 ) -> str:
-    """Render the systems or pairs table of :class:`PosteriorMetrics`.
+    """Render the systems table, the pairs table or the P(A > B) matrix of :class:`PosteriorMetrics`.
 
     Args:
         metrics: output of :func:`posterior_metrics`.
-        table: ``pairs`` or ``systems``.
+        table: ``pairs``, ``systems`` or ``matrix`` (:meth:`PosteriorMetrics.p_better_matrix`, combined;
+            ``csv`` and ``json`` keep the row labels).
         fmt: ``text`` (aligned columns), ``markdown``, ``csv`` or ``json`` (records, full precision).
         digits: decimals of floats in ``text`` and ``markdown``.
 
@@ -335,9 +359,17 @@ def format_posterior_table(
         The table as a string; ``text`` and ``markdown`` start with a line stating k, the interval
         probability, the ROPE and the decision rule.
     """
-    if table not in ("pairs", "systems"):
-        raise DataError(f"unknown table {table!r}; choose 'pairs' or 'systems'")
-    df = metrics.pairs if table == "pairs" else metrics.systems
+    if table not in ("pairs", "systems", "matrix"):
+        raise DataError(f"unknown table {table!r}; choose 'pairs', 'systems' or 'matrix'")
+    if table == "matrix":
+        matrix = metrics.p_better_matrix()
+        if fmt == "csv":
+            return matrix.to_csv()
+        if fmt == "json":
+            return json.dumps(metrics.to_dict()["p_better_matrix"], indent=2)
+        df = matrix.reset_index()
+    else:
+        df = metrics.pairs if table == "pairs" else metrics.systems
     if fmt == "csv":
         return df.to_csv(index=False)
     if fmt == "json":
@@ -345,13 +377,18 @@ def format_posterior_table(
     if fmt not in ("text", "markdown"):
         raise DataError(f"unknown format {fmt!r}; choose text, markdown, csv or json")
     pct = round(100 * metrics.ci_prob)
-    head = (f"RCP-nDCG@{metrics.k} ({metrics.protocol}); {pct}% intervals: cal = calibration (posterior draws), "
-            f"boot = query sampling, lo/hi = both; ROPE |delta| < {metrics.rope:g}; "
-            f"call at P >= {metrics.decision_prob:g}")
+    if table == "matrix":
+        head = (f"P(row > column) of mean RCP-nDCG@{metrics.k} ({metrics.protocol}), calibration and query "
+                f"sampling combined; a pair is called at P >= {metrics.decision_prob:g}")
+    else:
+        head = (f"RCP-nDCG@{metrics.k} ({metrics.protocol}); {pct}% intervals: cal = calibration (posterior draws), "
+                f"boot = query sampling, lo/hi = both; ROPE |delta| < {metrics.rope:g}; "
+                f"call at P >= {metrics.decision_prob:g}")
     shown = df.copy()
     for c in shown.columns:
         if shown[c].dtype.kind == "f":
-            shown[c] = shown[c].map(lambda v: "nan" if not np.isfinite(v) else f"{v:.{digits}f}")
+            blank = "-" if table == "matrix" else "nan"  # the matrix's diagonal
+            shown[c] = shown[c].map(lambda v, b=blank: b if not np.isfinite(v) else f"{v:.{digits}f}")
         else:
             shown[c] = shown[c].astype(str)
     cols = list(shown.columns)

@@ -21,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", default="plain", help="plain, nanobeir, bright, trecdl, vidore or mteb")
     p.add_argument("--out", type=Path, default=None,
                    help="write per_query.csv and leaderboard.csv here (with --posterior also posterior_systems.csv, "
-                        "posterior_pairs.csv, posterior_per_query.csv and the forest plot pairs_forest.png)")
+                        "posterior_pairs.csv, posterior_per_query.csv, the P(A > B) matrix posterior_p_better.csv and the "
+                        "forest plot pairs_forest.png)")
     p.add_argument("--posterior", action="store_true",
                    help="also report posterior intervals and P(A > B) from the posterior draws beside the calibration "
                         "(`rcp-jax fit --method nuts|svi|laplace`, any --model)")
@@ -79,11 +80,13 @@ def run(args) -> int:
 
 
 def _write_posterior_outputs(table, folder: Path, *, plots: bool) -> list[Path]:
-    """The posterior systems / pairs / per-query tables as CSV and (``plots``) the pairwise forest plot."""
+    """The posterior systems / pairs / per-query tables and the P(A > B) matrix as CSV, and (``plots``) the
+    pairwise forest plot."""
     from rcp_jax.io import atomic_write_csv
 
     paths = [atomic_write_csv(folder / f"posterior_{name}.csv", getattr(table, name))
              for name in ("systems", "pairs", "per_query")]
+    paths.append(atomic_write_csv(folder / "posterior_p_better.csv", table.p_better_matrix().reset_index()))
     if plots:
         from rcp_jax.plots_bayes import plot_pairwise_forest
 

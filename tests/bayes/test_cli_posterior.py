@@ -54,6 +54,10 @@ def test_fit_nuts_then_evaluate_posterior(tiny_store, tmp_path, capsys):
     assert len(pd.read_csv(tmp_path / "eval" / "posterior_systems.csv")) == 2
     assert set(pd.read_csv(tmp_path / "eval" / "posterior_per_query.csv").columns) >= {"system", "query_id", "lo", "hi"}
     assert (tmp_path / "eval" / "pairs_forest.png").stat().st_size > 5000
+    matrix = pd.read_csv(tmp_path / "eval" / "posterior_p_better.csv", index_col="system")
+    a, b = pairs[0]["system_a"], pairs[0]["system_b"]
+    assert matrix.loc[a, b] == pytest.approx(pairs[0]["p_a_better"]) and matrix.loc[b, a] == pytest.approx(1 - pairs[0]["p_a_better"])
+    assert out["posterior"]["p_better_matrix"][a][b] == pytest.approx(pairs[0]["p_a_better"])
 
 
 def test_fit_joint_model_then_evaluate_posterior(tiny_store, tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import warnings
 
@@ -96,6 +97,29 @@ def test_posterior_metrics_pairs(frozen_posterior, run_table, collection):
     # the calibration draws give the pair differences exactly
     i, j = met.systems_order.index("s4"), met.systems_order.index("s0")
     np.testing.assert_allclose(best_worst["delta"], (met.draws[:, i] - met.draws[:, j]).mean())
+
+
+def test_p_better_matrix_is_the_pairs_table_both_ways(frozen_posterior, run_table):
+    met = posterior_metrics(run_table, frozen_posterior, k=10, n_bootstrap=200, seed=1)
+    for source, column in (("combined", "p_a_better"), ("calibration", "cal_p_a_better"),
+                           ("bootstrap", "boot_p_a_better")):
+        m = met.p_better_matrix(source)
+        assert list(m.index) == list(m.columns) == list(met.systems["system"])  # leaderboard order
+        assert np.isnan(np.diag(m.to_numpy())).all()
+        off = ~np.eye(len(m), dtype=bool)
+        np.testing.assert_allclose((m.to_numpy() + m.to_numpy().T)[off], 1.0)
+        for a, b, p in zip(met.pairs["system_a"], met.pairs["system_b"], met.pairs[column]):
+            assert m.loc[a, b] == p
+    assert met.to_dict()["p_better_matrix"]["s4"]["s0"] == 1.0
+    text = format_posterior_table(met, table="matrix")
+    rows = text.strip().splitlines()[2:]  # the caption, the header, then one row per system
+    assert text.startswith("P(row > column)") and len(rows) == 5
+    assert all(row.split().count("-") == 1 for row in rows)  # the diagonal, blank
+    csv = pd.read_csv(io.StringIO(format_posterior_table(met, table="matrix", fmt="csv")), index_col=0)
+    np.testing.assert_allclose(csv.to_numpy(), met.p_better_matrix().to_numpy())
+    assert "P(row > column)" in met.format()
+    with pytest.raises(DataError, match="unknown source"):
+        met.p_better_matrix("posterior")
 
 
 def test_posterior_metrics_with_datasets_weights_each_dataset_equally(frozen_posterior, run_table):
