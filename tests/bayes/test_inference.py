@@ -14,6 +14,13 @@ from models import bayes, inference
 from rcp_jax.posterior import fit_posterior
 
 
+def tiny_calibration_data(seed: int, q: int = 3, n: int = 8, c: int = 5) -> dict:
+    """Keyword arguments of the frozen calibration model: q queries x n documents x c criteria, 2 trials each."""
+    rng = np.random.default_rng(seed)
+    return dict(theta=jnp.asarray(rng.normal(size=(q, n)), jnp.float32),
+                passes=jnp.asarray(rng.integers(0, 3, (q, n, c)), jnp.float32), trials=jnp.full((q, n, c), 2.0))
+
+
 def test_nuts_50_queries_60_docs_no_divergences_and_rhat_below_1_01(frozen_posterior):
     d = frozen_posterior.diagnostics
     assert d["num_chains"] == 4 and d["num_draws"] == 500
@@ -33,23 +40,17 @@ def test_nuts_recovers_the_simulated_item_parameters(frozen_posterior, collectio
 
 
 def test_nuts_is_reproducible_with_an_explicit_seed():
-    rng = np.random.default_rng(0)
-    q, n, c = 3, 8, 5
-    kw = dict(theta=jnp.asarray(rng.normal(size=(q, n)), jnp.float32),
-              passes=jnp.asarray(rng.integers(0, 3, (q, n, c)), jnp.float32), trials=jnp.full((q, n, c), 2.0))
+    kw = tiny_calibration_data(seed=0)
     a = inference.run_nuts(bayes.calibration_model, kw, seed=5, num_warmup=50, num_samples=20, num_chains=2)
     b = inference.run_nuts(bayes.calibration_model, kw, seed=5, num_warmup=50, num_samples=20, num_chains=2)
     c_ = inference.run_nuts(bayes.calibration_model, kw, seed=6, num_warmup=50, num_samples=20, num_chains=2)
     np.testing.assert_array_equal(a.samples["gamma"], b.samples["gamma"])
     assert not np.array_equal(a.samples["gamma"], c_.samples["gamma"])
-    assert a.samples["tau"].shape == (2, 20, q) and a.info["chain_method"] == "vectorized"
+    assert a.samples["tau"].shape == (2, 20, 3) and a.info["chain_method"] == "vectorized"
 
 
 def test_nuts_progress_reports_reach_the_end_and_leave_the_draws_unchanged():
-    rng = np.random.default_rng(1)
-    q, n, c = 3, 8, 5
-    kw = dict(theta=jnp.asarray(rng.normal(size=(q, n)), jnp.float32),
-              passes=jnp.asarray(rng.integers(0, 3, (q, n, c)), jnp.float32), trials=jnp.full((q, n, c), 2.0))
+    kw = tiny_calibration_data(seed=1)
     seen = []
     settings = dict(seed=5, num_warmup=60, num_samples=40, num_chains=2)
     with_bar = inference.run_nuts(bayes.calibration_model, kw, progress=lambda i, total: seen.append((i, total)), **settings)
@@ -69,10 +70,7 @@ def test_svi_progress_reports_and_the_loop_is_svi_runs():
     from numpyro.infer.autoguide import AutoNormal
     from numpyro.infer.initialization import init_to_median
 
-    rng = np.random.default_rng(2)
-    q, n, c = 3, 8, 5
-    kw = dict(theta=jnp.asarray(rng.normal(size=(q, n)), jnp.float32),
-              passes=jnp.asarray(rng.integers(0, 3, (q, n, c)), jnp.float32), trials=jnp.full((q, n, c), 2.0))
+    kw = tiny_calibration_data(seed=2)
     seen = []
     with_bar = inference.run_svi(bayes.calibration_model, kw, seed=3, num_steps=250, num_samples=10,
                                  progress=lambda i, total: seen.append((i, total)))
