@@ -191,7 +191,13 @@ def ndcg_flat(
         tie_id = np.cumsum(new_tie) - 1
         tie_sum = np.bincount(tie_id, weights=gain_sorted)
         tie_cnt = np.bincount(tie_id)
-        gain_sorted = (tie_sum / tie_cnt)[tie_id]
+        # a tie is ordered by gain, so its first and last rows hold its extremes; the rounded mean is kept
+        # inside them, so a tie of equal gains keeps that very gain (3 x g / 3 can miss g by an ulp, and
+        # nDCG then came out as 1.0000000000000002)
+        first = np.flatnonzero(new_tie)
+        last = np.r_[first[1:], n] - 1
+        lo, hi = np.minimum(gain_sorted[first], gain_sorted[last]), np.maximum(gain_sorted[first], gain_sorted[last])
+        gain_sorted = np.clip(tie_sum / tie_cnt, lo, hi)[tie_id]
     row_disc = np.where(rank < k, disc[np.minimum(rank, k - 1)], 0.0)
     dcg = np.bincount(g_sorted, weights=gain_sorted * row_disc, minlength=n_groups)
 
