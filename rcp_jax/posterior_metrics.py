@@ -256,6 +256,9 @@ def posterior_metrics(
     idcg = _ideal_dcg(g_ideal, k)  # [D, Q]
     with np.errstate(invalid="ignore", divide="ignore"):
         ndcg = np.where(idcg[:, None, :] > 0, dcg / np.where(idcg > 0, idcg, 1.0)[:, None, :], 0.0)
+    # DCG <= IDCG holds exactly (the ideal sorts the same draw's gains); a tie's averaged discount times
+    # equal gains can round an ulp above it, so the ratio is capped at 1
+    ndcg = np.minimum(ndcg, 1.0)
     present = np.zeros((len(systems), len(queries)), dtype=bool)
     s_codes = pd.Index(systems).get_indexer(run["system"])
     q_codes = pd.Index(queries).get_indexer(run["query_id"])

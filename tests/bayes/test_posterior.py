@@ -122,6 +122,24 @@ def test_p_better_matrix_is_the_pairs_table_both_ways(frozen_posterior, run_tabl
         met.p_better_matrix("posterior")
 
 
+def test_posterior_ndcg_of_a_tie_of_equal_gains_is_at_most_one():
+    """Five tied documents of one gain at k=1: each gets a fifth of the top discount, and the sum of the
+    five rounded products once came to 1.0000000000000002 of the ideal."""
+    from types import SimpleNamespace
+
+    gain = 0.9127555772777217
+    docs = [f"d{i}" for i in range(5)]
+    inputs = SimpleNamespace(mask=np.ones((1, 5), bool), query_ids=["q1"], doc_ids=np.array([docs], dtype=object))
+    post = SimpleNamespace(inputs=inputs, gain_draws=np.full((4, 1, 5), gain), method="nuts", model="frozen")
+    run = pd.DataFrame({"system": ["tied"] * 5 + ["ordered"] * 5, "query_id": "q1", "doc_id": docs * 2,
+                        "score": [1.0] * 5 + [4.0, 3.0, 2.0, 1.0, 0.0]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        met = posterior_metrics(run, post, k=1, n_bootstrap=20)
+    assert (met.per_query[["mean", "lo", "hi"]].to_numpy() == 1.0).all()
+    assert (met.systems[["mean", "lo", "hi"]].to_numpy() == 1.0).all()
+
+
 def test_posterior_metrics_with_datasets_weights_each_dataset_equally(frozen_posterior, run_table):
     run = run_table.copy()
     qnum = run["query_id"].str[1:].astype(int)
