@@ -224,9 +224,9 @@ def find_map(
 
 
 # --------------------------------------------------------------------------------------------------
-# NUTS
+# progress reports from inside compiled loops (NUTS and SVI)
 # --------------------------------------------------------------------------------------------------
-# A compiled NUTS program is cached and reused, so it cannot hold the caller's progress callback: programs
+# A compiled program is cached and reused, so it cannot hold the caller's progress callback: programs
 # built with progress reporting call this module-level hook, which forwards to the current run's callback.
 _PROGRESS_HOOK: list = [None]
 _PROGRESS_REPORTS = 100
@@ -256,6 +256,9 @@ def _progress_hook(progress: Callable[[int, int], None] | None):
         _PROGRESS_HOOK[0] = None
 
 
+# --------------------------------------------------------------------------------------------------
+# NUTS
+# --------------------------------------------------------------------------------------------------
 def _chain_program(model, static, settings):
     """A traceable single-chain NUTS run: ``chain(key, init_values, data) -> (values, stats)``.
 
