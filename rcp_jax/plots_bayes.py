@@ -32,7 +32,7 @@ def plot_pairwise_forest(metrics, *, path=None, max_pairs: int | None = 40, titl
         metrics: :class:`rcp_jax.posterior_metrics.PosteriorMetrics`.
         path: where to save the figure (optional).
         max_pairs: show the pairs with the largest |delta| first, at most this many (None: all).
-        title: figure title (default names k, the interval probability and the ROPE).
+        title: heading above the legend (default names k and the interval probability; the ROPE is a key).
 
     Returns:
         The figure: one row per pair ``A - B``; thick bar = calibration interval, thin bar = combined
@@ -70,9 +70,9 @@ def plot_pairwise_forest(metrics, *, path=None, max_pairs: int | None = 40, titl
         Line2D([], [], color="0.45", lw=2.5, label="neither"),
     ]
     # the title heads the legend block above the axes, so the two can never overlap
-    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=7,
-                       frameon=False, title=title or f"Pairwise differences of RCP-nDCG@{metrics.k}, {pct}% intervals",
-                       title_fontproperties={"size": 10})
+    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=7, frameon=False,
+              title=title or f"Pairwise differences of RCP-nDCG@{metrics.k}, {pct}% intervals",
+              title_fontproperties={"size": 10})
     return _save(fig, path)
 
 
