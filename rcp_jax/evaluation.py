@@ -14,6 +14,7 @@ import pandas as pd
 
 from rcp_jax.errors import DataError
 from rcp_jax.metrics import Protocol, get_protocol, ndcg_flat
+from rcp_jax.qrel_grades import clip_negative_grades
 from rcp_jax.table_checks import finite_column
 
 RUN_COLUMNS = ("system", "query_id", "doc_id", "score")
@@ -201,7 +202,8 @@ def evaluate(
             ``count_gains`` tables ``query_id, doc_id, gain`` directly).
         qrels: ``query_id, doc_id, grade``; the qrel ideal is over every positive qrel of the query.
             Queries without a positive get NaN (dropped from means with a warning by
-            :func:`leaderboard`).
+            :func:`leaderboard`). Negative grades count as 0 (non-relevant, as trec_eval), with a
+            :class:`~rcp_jax.qrel_grades.QrelsWarning`.
         k, protocol, pools, excluded: as :func:`rcp_jax.score_query`.
         exponential_qrels: qrel gain ``2**grade - 1`` instead of the grade.
 
@@ -234,6 +236,10 @@ def evaluate(
         if not np.isfinite(grade).all():
             row = q.loc[~np.isfinite(grade)].iloc[0]
             raise DataError(f"qrel grade of document {row.doc_id!r} for query {row.query_id!r} is not a number")
+        if (grade < 0).any():
+            i = int(np.flatnonzero(grade < 0)[0])
+            first = f"document {q['doc_id'].iloc[i]!r} of query {q['query_id'].iloc[i]!r}, grade {float(grade[i]):g}"
+            grade = clip_negative_grades(grade, qrels.attrs.get("source", "qrels"), first)
         q["gain"] = 2.0**grade - 1.0 if exponential_qrels else grade
         positives = _drop_pairs(q, _excluded_pairs(excluded))
         positives = positives.loc[positives["gain"] > 0, ["query_id", "gain"]]

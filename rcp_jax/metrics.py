@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from rcp_jax.errors import DataError
+from rcp_jax.qrel_grades import clip_negative_grades
 
 TIE_RULES = ("group_mean", "doc_id_desc", "input_order")
 
@@ -282,7 +283,8 @@ def score_query(
         protocol: ``plain``, ``nanobeir``, ``bright``, ``trecdl``, ``vidore`` or ``mteb`` (see
             :data:`PROTOCOLS`).
         qrels: doc_id -> graded label. The qrel ideal is over every positive qrel of the query,
-            including positives the system did not rank (trec_eval convention).
+            including positives the system did not rank (trec_eval convention). Negative grades count
+            as 0 (non-relevant, as trec_eval; a :class:`~rcp_jax.qrel_grades.QrelsWarning` says so).
         pool: the judged candidates in pool order. Protocols with ``pool_only`` rank only these
             (default: the documents that have gains); ``input_order`` ties follow this order.
         excluded: ids removed from the ranking and from every ideal (e.g. the query's own document).
@@ -322,7 +324,8 @@ def score_query(
     qrel_value = math.nan
     if qrels is not None:
         _check_scores(qrels, "qrel grade")
-        grade = {d: (2.0 ** float(v) - 1.0 if exponential_qrels else float(v)) for d, v in qrels.items()}
+        raw = clip_negative_grades(np.array([float(v) for v in qrels.values()], dtype=np.float64), "qrels")
+        grade = {d: (2.0**v - 1.0 if exponential_qrels else float(v)) for d, v in zip(qrels, raw)}
         positives = [v for d, v in grade.items() if d not in excluded and v > 0]
         if positives:
             qrel_value = _one(grade, positives)

@@ -15,6 +15,7 @@ import pandas as pd
 from rcp_jax.errors import DataError
 from rcp_jax.formats import _frame, _path, _read_table, _read_whitespace, _write_table, _write_text, detect_format
 from rcp_jax.pool_checks import check_pools
+from rcp_jax.qrel_grades import clip_negative_grades
 from rcp_jax.table_checks import _first_duplicate, _ids, _numbers, _rename, _unit, _where
 
 
@@ -109,10 +110,14 @@ def read_qrels(path: str | Path, *, fmt: str | None = None) -> pd.DataFrame:
             corpus-id score``) or a CSV/TSV/JSONL/Parquet table ``query_id, doc_id, grade``.
 
     Returns:
-        DataFrame ``query_id, doc_id, grade`` (grade float64), index = source line.
+        DataFrame ``query_id, doc_id, grade`` (grade float64, never below 0), index = source line;
+        ``attrs["negative_grades"]`` = the number of rows whose grade was raised to 0.
 
     Raises:
         DataError: malformed lines, non-numeric grades, or a (query, document) judged twice.
+    Warns:
+        QrelsWarning: once, when grades below 0 were read; they count as non-relevant (0), as trec_eval
+            does (see :mod:`rcp_jax.qrel_grades`).
     """
     path = _path(path)
     fmt = detect_format(path, fmt)
@@ -125,7 +130,15 @@ def read_qrels(path: str | Path, *, fmt: str | None = None) -> pd.DataFrame:
     else:
         df = _rename(_read_table(path, fmt), ["query_id", "doc_id", "grade"], what="qrels")
     df = _ids(df, ["query_id", "doc_id"], "qrels")
-    df["grade"] = _numbers(df, "grade", lambda r: f"document {r['doc_id']!r} for query {r['query_id']!r}")
+    grade = _numbers(df, "grade", lambda r: f"document {r['doc_id']!r} for query {r['query_id']!r}")
+    negative = np.flatnonzero(grade < 0)
+    if len(negative):
+        i = int(negative[0])
+        first = (f"{_unit(df)} {df.index[i]}: document {df['doc_id'].iloc[i]!r} of query {df['query_id'].iloc[i]!r}, "
+                 f"grade {float(grade[i]):g}")
+        grade = clip_negative_grades(grade, str(path), first)
+    df["grade"] = grade
+    df.attrs["negative_grades"] = len(negative)
     dup = _first_duplicate(df, ["query_id", "doc_id"])
     if dup is not None:
         (q, d), labels = dup
