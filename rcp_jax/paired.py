@@ -69,26 +69,72 @@ def paired_t_test(d) -> tuple[np.ndarray, np.ndarray]:
     return np.where(small, np.nan, t), np.where(small, np.nan, np.minimum(p, 1.0))
 
 
-@functools.lru_cache(maxsize=64)
-def _signed_rank_pmf(n: int) -> np.ndarray:
-    """Exact null pmf of the Wilcoxon statistic T+ for n untied non-zero differences, float64[n(n+1)/2+1]."""
-    counts = np.zeros(n * (n + 1) // 2 + 1, dtype=np.float64)
-    counts[0] = 1.0
+EXACT_WILCOXON_MAX_N = 100
+"""Largest number of non-zero differences for which :func:`wilcoxon_signed_rank` (``auto``) computes the
+exact null distribution; above it the normal approximation is used (its error is then far below 0.001)."""
+
+
+@functools.lru_cache(maxsize=256)
+def _signed_rank_null(doubled_ranks: tuple[int, ...]) -> np.ndarray:
+    """Exact null pmf of ``2 T+`` for non-zero differences whose (mid)ranks times 2 are ``doubled_ranks``.
+
+    Under the null each difference is positive or negative with probability 1/2 independently, given the
+    observed absolute values, so ``2 T+`` is a sum of independent ``{0, 2 r_i}`` terms: one convolution per
+    rank (a dynamic programme over the attainable sums, exact for tied midranks).
+
+    Returns:
+        float64[n(n+1) + 1]; entry ``s`` = P(2 T+ = s).
+    """
+    total = sum(doubled_ranks)
+    pmf = np.zeros(total + 1, dtype=np.float64)
+    pmf[0] = 1.0
     top = 0
-    for r in range(1, n + 1):
-        counts[r : top + r + 1] += counts[: top + 1].copy()
+    for r in doubled_ranks:
+        shifted = np.zeros_like(pmf)
+        shifted[r : top + r + 1] = pmf[: top + 1]
+        pmf = 0.5 * (pmf + shifted)
         top += r
-    return counts / 2.0**n
+    return pmf
+
+
+def _exact_signed_rank_p(ranks: np.ndarray, r_plus: float) -> float:
+    doubled = np.rint(2.0 * ranks).astype(np.int64)  # midranks are multiples of 1/2
+    pmf = _signed_rank_null(tuple(sorted(doubled.tolist())))
+    t2 = int(round(2.0 * r_plus))
+    upper = pmf[t2:].sum()  # P(T+ >= observed)
+    lower = pmf[: t2 + 1].sum()  # P(T+ <= observed)
+    return float(min(1.0, 2.0 * min(upper, lower)))
+
+
+def _normal_signed_rank_p(n: int, tie_counts: np.ndarray, r_plus: float) -> float:
+    mean = n * (n + 1) / 4.0
+    var = (n * (n + 1) * (2 * n + 1) - float((tie_counts**3 - tie_counts).sum()) / 2.0) / 24.0
+    if var <= 0:
+        return 1.0
+    dev = r_plus - mean
+    z = (dev - math.copysign(0.5, dev) if dev != 0 else 0.0) / math.sqrt(var)  # continuity correction
+    return float(min(1.0, 2.0 * stats.norm.sf(abs(z))))
 
 
 def wilcoxon_signed_rank(d, *, method: str = "auto") -> tuple[np.ndarray, np.ndarray]:
-    """Wilcoxon signed-rank test (two-sided), zeros dropped (Wilcoxon's rule), no continuity correction.
+    """Wilcoxon signed-rank test (two-sided), exact and tie-aware for small samples.
+
+    Zero differences are dropped before ranking (Wilcoxon's own rule, ``zero_method="wilcox"`` in scipy);
+    tied absolute differences get their average rank (midrank). The exact null distribution is that of
+    ``T+`` when each remaining difference's sign is + or - with probability 1/2 given the observed
+    midranks, computed by a convolution over the ranks (equivalent to enumerating all ``2**n`` sign
+    assignments, which the tests do). The two-sided p is ``2 min(P(T+ >= t), P(T+ <= t))``, capped at 1.
+    This is the p-value scipy reports in the cases where its default is exact (no ties or zeros and
+    n <= 50: its exact distribution; ties or zeros and n <= 13: its exhaustive permutation test); above
+    those sizes scipy switches to the normal approximation, which with ties and zeros can call pairs the
+    exact test does not (10 differences, 5 zeros, 5 equal positives: normal p = 0.025, exact p = 2/32).
 
     Args:
         d: float[..., Q], differences per query; NaN = missing.
-        method: ``exact`` (exact null distribution of T+; conservative rounding if ranks tie, as scipy),
-            ``approx`` (normal approximation with tie correction) or ``auto`` (exact when there are no
-            tied absolute differences and at most 50 non-zero ones, else approx).
+        method: ``auto`` (exact when at most :data:`EXACT_WILCOXON_MAX_N` = 100 non-zero differences,
+            else normal), ``exact`` (always exact) or ``approx`` (normal approximation with the tie
+            correction of the variance and a continuity correction of 1/2, as R's ``wilcox.test`` and
+            ``scipy.stats.wilcoxon(..., method="asymptotic", correction=True)``).
 
     Returns:
         ``(statistic, p)`` float64[...]: statistic = min(T+, T-) as scipy reports it. A row with no non-zero
@@ -98,6 +144,8 @@ def wilcoxon_signed_rank(d, *, method: str = "auto") -> tuple[np.ndarray, np.nda
         >>> s, p = wilcoxon_signed_rank([[1.0, 2.0, -3.0, 4.0, 5.0]])
         >>> float(s[0]), float(p[0])
         (3.0, 0.3125)
+        >>> float(wilcoxon_signed_rank([[0, 0, 0, 0, 0, 1, 1, 1, 1, 1]])[1][0])  # 2 of 2**5 sign vectors
+        0.0625
     """
     if method not in ("auto", "exact", "approx"):
         raise DataError(f"unknown Wilcoxon method {method!r}; choose auto, exact or approx")
@@ -116,19 +164,12 @@ def wilcoxon_signed_rank(d, *, method: str = "auto") -> tuple[np.ndarray, np.nda
         ranks = stats.rankdata(ax)
         r_plus = float(ranks[x > 0].sum())
         r_minus = float(ranks[x < 0].sum())
-        _, tie_counts = np.unique(ax, return_counts=True)
-        has_ties = bool((tie_counts > 1).any())
         stat[i] = min(r_plus, r_minus)
-        if method == "exact" or (method == "auto" and not has_ties and n <= 50):
-            pmf = _signed_rank_pmf(n)
-            sf = pmf[int(math.floor(r_plus)) :].sum()
-            cdf = pmf[: int(math.ceil(r_plus)) + 1].sum()
-            pval[i] = min(1.0, 2.0 * min(sf, cdf))
+        if method == "exact" or (method == "auto" and n <= EXACT_WILCOXON_MAX_N):
+            pval[i] = _exact_signed_rank_p(ranks, r_plus)
         else:
-            mean = n * (n + 1) / 4.0
-            var = (n * (n + 1) * (2 * n + 1) - ((tie_counts**3 - tie_counts).sum()) / 2.0) / 24.0
-            z = (r_plus - mean) / math.sqrt(var)
-            pval[i] = min(1.0, 2.0 * stats.norm.sf(abs(z)))
+            _, tie_counts = np.unique(ax, return_counts=True)
+            pval[i] = _normal_signed_rank_p(n, tie_counts.astype(np.float64), r_plus)
     return stat.reshape(d.shape[:-1]), pval.reshape(d.shape[:-1])
 
 
