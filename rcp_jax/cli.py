@@ -27,7 +27,7 @@ from pathlib import Path
 
 from rcp_jax import __version__
 
-VERBS = ("demo", "pool", "judge", "fit", "evaluate", "compare", "diagnose", "compare_lists")
+VERBS = ("demo", "pool", "judge", "doctor", "fit", "evaluate", "compare", "diagnose", "compare_lists")
 
 
 def _load_commands() -> list:
