@@ -89,6 +89,10 @@ def _report(c: Comparison, fmt: str, include_pairs: bool) -> str:
         parts += [head("Sign agreement on separated pairs"), format_table(c.agreement, fmt)]
     if len(c.kendall):
         parts += [head("Rank correlation of system orderings"), format_table(c.kendall, fmt)]
+    if c.notes:
+        bullet = "- " if fmt == "markdown" else "% "
+        parts += [head("Queries left out (systems are compared on the queries they all have)"),
+                  "\n".join(bullet + note for note in c.notes)]
     if include_pairs:
         cols = [col for col in ("metric", "dataset", "system_a", "system_b", "n_queries", "diff", "ci_low",
                                 "ci_high", "p_t", "p_wilcoxon", "p_permutation", "p_holm", "separated")

@@ -14,6 +14,7 @@ import pandas as pd
 
 from rcp_jax.errors import DataError
 from rcp_jax.metrics import Protocol, get_protocol, ndcg_flat
+from rcp_jax.per_query import pair_queries, prepare_per_query, warn_dropped
 from rcp_jax.qrel_grades import clip_negative_grades
 from rcp_jax.table_checks import finite_column
 
@@ -265,19 +266,23 @@ def evaluate(
 def leaderboard(per_query: pd.DataFrame, metrics: Iterable[str] | None = None) -> pd.DataFrame:
     """Mean of each metric per system: over queries within a dataset, then unweighted over datasets.
 
-    Queries with NaN (e.g. no positive qrel) are dropped from that metric's mean with a warning.
+    Systems are averaged over the same queries (:func:`rcp_jax.per_query.pair_queries`): a query without a
+    value for any system (e.g. no positive qrel) is excluded, and a query only some systems have is
+    dropped for all of them; each case is announced by one warning that counts the queries (and names
+    the missing system/query cells), so a system that lacks a query is never ranked on an easier subset.
 
     Returns:
         DataFrame indexed by system with one column per metric, sorted by the first metric descending.
     """
     metrics = [m for m in (metrics or ("rcp_ndcg", "count_ndcg", "qrel_ndcg")) if m in per_query.columns]
-    df = per_query.copy()
-    if "dataset" not in df.columns:
-        df["dataset"] = "all"
-    for m in metrics:
-        n_nan = df.loc[df[m].isna(), "query_id"].nunique()
-        if n_nan:
-            warnings.warn(f"{m}: {n_nan} quer{'y' if n_nan == 1 else 'ies'} without a defined value dropped from the mean", stacklevel=2)
-    per_ds = df.groupby(["system", "dataset"])[metrics].mean()
+    if not metrics:
+        return per_query.groupby("system").mean(numeric_only=True)
+    df, metrics = prepare_per_query(per_query, metrics)
+    pairing = pair_queries(df, metrics)
+    for note in pairing.notes():
+        if "excluded from" in note:
+            warnings.warn(note, stacklevel=2)
+    warn_dropped(pairing)
+    per_ds = pairing.table.groupby(["system", "dataset"])[metrics].mean()
     board = per_ds.groupby("system").mean()
-    return board.sort_values(metrics[0], ascending=False) if metrics else board
+    return board.sort_values(metrics[0], ascending=False)

@@ -3,11 +3,22 @@
 A per-query table has one row per (system, query): ``system``, ``query_id``, optionally ``dataset``
 (default: one dataset named ``all``) and one column per metric (NaN = not scored). Query ids are only
 unique within a dataset.
+
+**Pairing by query** (:func:`pair_queries`). Systems are compared, ranked and averaged on the same
+queries: for each metric and dataset, a query enters only when every system has a value on it. A query
+no system has a value on (qrel-nDCG of a query without a positive qrel) is *excluded*; a query some
+systems lack (no row, or NaN) is *dropped* for every system, and the missing system/query cells are
+listed. Averaging a system over fewer queries than the others would reorder the leaderboard by which
+queries each system happens to have, not by how well it ranks. A system with no row at all in a dataset
+is left out of that dataset (and said so) instead of emptying the dataset for every system. When no
+query of a dataset is common to all its systems, the comparison is refused.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -143,3 +154,131 @@ def system_scores(per_query: pd.DataFrame, metrics: Sequence[str] | None = None)
         rows.append(agg.sort_values(["score", "system"], ascending=[False, True]))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
         columns=["metric", "system", "score", "n_datasets", "n_queries"])
+
+
+class PairingWarning(UserWarning):
+    """Some system/query cells lack a metric value, so their queries were left out for every system."""
+
+
+_DROPPED_COLUMNS = ["metric", "dataset", "system", "query_id", "reason"]
+_EXCLUDED_COLUMNS = ["metric", "dataset", "query_id"]
+
+
+@dataclass(frozen=True)
+class QueryPairing:
+    """A per-query table restricted, per metric and dataset, to the queries every system has.
+
+    Attributes:
+        table: the validated table with the metric cells of excluded and dropped queries set to NaN for
+            every system (rows are kept, so other metrics are unaffected).
+        dropped: the missing cells that made a query drop out: ``metric, dataset, system, query_id,
+            reason`` (``"no row"``: the system has no row for the query; ``"NaN"``: its value is empty).
+        excluded: queries no system has a value on: ``metric, dataset, query_id``.
+        n_queries: ``metric, dataset, n_queries`` kept (common to every system).
+        absent: systems with no row at all in a dataset (``dataset, system``): they are left out of that
+            dataset (its pairs cannot be tested) rather than emptying it for everyone.
+    """
+
+    table: pd.DataFrame
+    dropped: pd.DataFrame
+    excluded: pd.DataFrame
+    n_queries: pd.DataFrame
+    absent: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["dataset", "system"]))
+
+    def notes(self) -> list[str]:
+        """Plain sentences, one per metric and dataset where queries were left out (empty if none)."""
+        out = []
+        for (m, ds), part in self.excluded.groupby(["metric", "dataset"], sort=False):
+            k = len(part)
+            where = "" if ds == SINGLE_DATASET else f" of dataset {ds}"
+            why = "without positive qrels" if m == "qrel_ndcg" else "without a value for any system"
+            out.append(f"{m}: {k} quer{'y' if k == 1 else 'ies'}{where} {why} excluded from {m}")
+        kept = self.n_queries.set_index(["metric", "dataset"])["n_queries"]
+        for (m, ds), part in self.dropped.groupby(["metric", "dataset"], sort=False):
+            queries = part["query_id"].unique()
+            where = "" if ds == SINGLE_DATASET else f" of dataset {ds}"
+            lacks = []
+            for (system, reason), cells in part.groupby(["system", "reason"], sort=False):
+                ids = list(cells["query_id"])
+                shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+                lacks.append(f"{system} lacks {shown} ({reason})")
+            n = len(queries)
+            out.append(
+                f"{m}: {n} quer{'y' if n == 1 else 'ies'}{where} dropped for every system because "
+                f"{len(part)} system/query cell{'s lack' if len(part) > 1 else ' lacks'} a value ({'; '.join(lacks)}); "
+                f"means and tests use the {int(kept.get((m, ds), 0))} queries every system has"
+            )
+        n_datasets = self.table["dataset"].nunique()
+        for system, part in self.absent.groupby("system", sort=False):
+            names = ", ".join(part["dataset"])
+            out.append(f"system {system} has no rows in dataset {names}: it is left out of "
+                       f"{'that dataset' if len(part) == 1 else 'those datasets'}, and its overall score "
+                       f"averages {n_datasets - len(part)} of {n_datasets} datasets")
+        return out
+
+
+def pair_queries(df: pd.DataFrame, metrics: Sequence[str], *, source: str = "per-query table") -> QueryPairing:
+    """Restrict each metric, per dataset, to the queries every system has a value on (see module doc).
+
+    Args:
+        df: a table validated by :func:`prepare_per_query`.
+        metrics: its metric columns.
+        source: the table's name in error messages.
+
+    Returns:
+        :class:`QueryPairing`.
+
+    Raises:
+        DataError: a metric has values in a dataset but no query that every system has (naming the
+            systems and how many of the dataset's queries each lacks).
+    """
+    systems = sorted(df["system"].unique())
+    table = df.copy()
+    dropped, excluded, counts = [], [], []
+    absent = [{"dataset": ds, "system": s_name} for ds in sorted(df["dataset"].unique()) for s_name in systems
+              if not ((df["dataset"] == ds) & (df["system"] == s_name)).any()]
+    for m in metrics:
+        for ds in sorted(df["dataset"].unique()):
+            in_ds = (df["dataset"] == ds).to_numpy()
+            part = df.loc[in_ds]
+            systems = sorted(part["system"].unique())
+            has_row = pd.crosstab(part["query_id"], part["system"]).reindex(columns=systems, fill_value=0) > 0
+            finite = part.loc[part[m].notna()]
+            has_value = (pd.crosstab(finite["query_id"], finite["system"])
+                         .reindex(index=has_row.index, columns=systems, fill_value=0) > 0)
+            n_ok = has_value.sum(axis=1)
+            none = n_ok.index[n_ok == 0]
+            partial = n_ok.index[(n_ok > 0) & (n_ok < len(systems))]
+            kept = int((n_ok == len(systems)).sum())
+            if (n_ok > 0).any() and kept == 0:
+                short = ", ".join(f"{s} lacks {int((~has_value[s]).sum())}" for s in systems if (~has_value[s]).any())
+                where = "" if ds == SINGLE_DATASET else f" of dataset {ds}"
+                raise DataError(
+                    f"{source}: no query{where} has a {m} value for every system ({short} of {len(n_ok)} "
+                    f"queries); systems are compared on the queries they all have: score every system on "
+                    f"the same queries (or leave the incomplete system out of the table)"
+                )
+            counts.append({"metric": m, "dataset": ds, "n_queries": kept})
+            excluded += [{"metric": m, "dataset": ds, "query_id": q} for q in none]
+            for q in partial:
+                for s_name in systems:
+                    if not has_value.at[q, s_name]:
+                        dropped.append({"metric": m, "dataset": ds, "system": s_name, "query_id": q,
+                                        "reason": "NaN" if has_row.at[q, s_name] else "no row"})
+            if len(partial):
+                table.loc[in_ds & df["query_id"].isin(partial).to_numpy(), m] = np.nan
+    return QueryPairing(
+        table=table,
+        dropped=pd.DataFrame(dropped, columns=_DROPPED_COLUMNS),
+        excluded=pd.DataFrame(excluded, columns=_EXCLUDED_COLUMNS),
+        n_queries=pd.DataFrame(counts, columns=["metric", "dataset", "n_queries"]),
+        absent=pd.DataFrame(absent, columns=["dataset", "system"]),
+    )
+
+
+def warn_dropped(pairing: QueryPairing, *, stacklevel: int = 3) -> None:
+    """One :class:`PairingWarning` per metric/dataset whose queries some systems lack, and per system
+    absent from a dataset (none otherwise)."""
+    notes = [n for n in pairing.notes() if "dropped for every system" in n or " has no rows in dataset " in n]
+    for note in notes:
+        warnings.warn(note, PairingWarning, stacklevel=stacklevel)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,7 @@ from rcp_jax.paired import (
     spearman_rho,
     wilcoxon_signed_rank,
 )
-from rcp_jax.per_query import prepare_per_query, score_matrix, system_scores
+from rcp_jax.per_query import pair_queries, prepare_per_query, score_matrix, system_scores, warn_dropped
 
 TESTS = ("t", "wilcoxon", "permutation")
 _P_COLUMN = {"t": "p_t", "wilcoxon": "p_wilcoxon", "permutation": "p_permutation"}
@@ -49,6 +49,11 @@ class Comparison:
         agreement: sign agreement on separated pairs for every (reference, other) metric pair, see
             :func:`sign_agreement`.
         metrics, alpha, test, correction: the settings used.
+        dropped: system/query cells without a value whose query was therefore left out for every system
+            (``metric, dataset, system, query_id, reason``); see :func:`rcp_jax.per_query.pair_queries`.
+        excluded: queries no system has a value on (``metric, dataset, query_id``), e.g. qrel-nDCG of a
+            query without a positive qrel.
+        notes: the same in sentences, as the reports print them.
     """
 
     pairs: pd.DataFrame
@@ -61,6 +66,9 @@ class Comparison:
     alpha: float
     test: str
     correction: str
+    dropped: pd.DataFrame = field(default_factory=pd.DataFrame)
+    excluded: pd.DataFrame = field(default_factory=pd.DataFrame)
+    notes: tuple[str, ...] = ()
 
     def sensitivity_summary(self) -> pd.DataFrame:
         """Per metric: mean share of separated pairs over datasets, and the totals."""
@@ -107,6 +115,11 @@ def compare_systems(
 ) -> Comparison:
     """Compare every pair of systems on every metric and dataset.
 
+    Every system is scored, ranked and tested on the same queries: per metric and dataset, the queries
+    every system has a value on (:func:`rcp_jax.per_query.pair_queries`). Queries no system has a value on
+    are excluded; queries only some systems lack are dropped for all, listed in ``dropped`` and ``notes``
+    and announced by a :class:`~rcp_jax.per_query.PairingWarning`.
+
     Args:
         per_query: tidy table ``system, query_id, [dataset], <metric columns>`` (see module doc).
         metrics: metric columns to use (default: :func:`metric_columns`).
@@ -149,6 +162,14 @@ def compare_systems(
     if not 0 < alpha < 1:
         raise DataError(f"alpha must be in (0, 1), got {alpha}")
 
+    if systems is not None:  # pair on the systems compared, not on others in the table
+        unknown_sys = sorted(set(systems) - set(df["system"]))
+        if unknown_sys:
+            raise DataError(f"systems {unknown_sys} are not in the per-query table")
+        df = df.loc[df["system"].isin(list(systems))].reset_index(drop=True)
+    pairing = pair_queries(df, metrics)
+    warn_dropped(pairing)
+    df = pairing.table
     scores = system_scores(df, metrics)
     if systems is None:
         first = scores[scores.metric == metrics[0]].set_index("system")["score"]
@@ -160,9 +181,6 @@ def compare_systems(
         systems = sorted(df["system"].unique(), key=order)
     else:
         systems = list(systems)
-        unknown_sys = sorted(set(systems) - set(df["system"]))
-        if unknown_sys:
-            raise DataError(f"systems {unknown_sys} are not in the per-query table")
     if len(systems) < 2:
         raise DataError(f"need at least two systems to compare, got {systems}")
     ia, ib = np.triu_indices(len(systems), 1)
@@ -234,7 +252,8 @@ def compare_systems(
         agreement = agreement.reset_index(drop=True)
     return Comparison(pairs=pairs, overall=overall, sensitivity=sens, systems=scores, kendall=kendall,
                       agreement=agreement, metrics=tuple(metrics), alpha=alpha, test=test,
-                      correction=correction)
+                      correction=correction, dropped=pairing.dropped, excluded=pairing.excluded,
+                      notes=tuple(pairing.notes()))
 
 
 def _overall(df, metrics, systems, ia, ib, *, n_bootstrap, level, seed) -> pd.DataFrame:

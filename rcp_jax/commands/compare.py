@@ -84,11 +84,17 @@ def run(args: argparse.Namespace) -> int:
 
     table = read_table(args.per_query, "per-query metrics")
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    import warnings
+
+    from rcp_jax.per_query import PairingWarning
+
     try:
-        comparison = compare_systems(
-            table, metrics, alpha=args.alpha, test=args.test, correction=args.correction,
-            n_permutations=args.permutations, n_bootstrap=args.bootstrap, seed=args.seed,
-        )
+        with warnings.catch_warnings():  # the report and the JSON list the left-out queries (notes)
+            warnings.simplefilter("ignore", PairingWarning)
+            comparison = compare_systems(
+                table, metrics, alpha=args.alpha, test=args.test, correction=args.correction,
+                n_permutations=args.permutations, n_bootstrap=args.bootstrap, seed=args.seed,
+            )
     except DataError as err:
         raise DataError(f"{args.per_query}: {err}") from None
     if args.out_pairs:
@@ -114,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
             "overall": jsonable(comparison.overall),
             "pairs": jsonable(comparison.pairs),
             "summary": summary,
+            "notes": list(comparison.notes),
+            "dropped": jsonable(comparison.dropped),
+            "excluded": jsonable(comparison.excluded),
         }, indent=1))
         return 0
     report = comparison.to_latex(include_pairs=args.pairs) if args.format == "latex" else \
