@@ -1,8 +1,11 @@
 """Test collections: corpora, queries, BEIR folders and JSONL rows (one query and its pool per line).
 
 A document with neither text nor title has "missing text" and is refused unless ``missing_text="warn"``
-(keep it) or ``"drop"`` (remove it; its qrels are kept, and it leaves the pools of JSONL rows). The
-tables and formats are described in :mod:`rcp_jax.data`.
+(keep it) or ``"drop"`` (remove it; its qrels are kept, and it leaves the pools of JSONL rows);
+``"keep"`` keeps it silently and lists it in ``attrs["empty"]``, so that a caller can apply its policy to
+the documents it will actually judge (:func:`check_pooled_texts`: the command line does this, so an empty
+document that is never pooled does not matter). :func:`select_queries` picks a query subset (the CLI's
+``--queries`` / ``--max-queries``). The tables and formats are described in :mod:`rcp_jax.data`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from rcp_jax.pool_checks import check_pools
 from rcp_jax.run_files import read_qrels
 from rcp_jax.table_checks import _first_duplicate, _id_string, _ids, _rename, _unit, _where
 
-_MISSING_TEXT = ("error", "warn", "drop")
+_MISSING_TEXT = ("error", "warn", "drop", "keep")
+PYTHON_HINT = 'missing_text="drop" (remove them) or missing_text="warn" (keep them empty)'
+CLI_HINT = "--missing-text drop (remove them) or --missing-text warn (keep them empty)"
 
 
 def _blank(v) -> bool:
@@ -34,12 +39,15 @@ def _missing_text(df: pd.DataFrame, missing_text: str) -> pd.DataFrame:
     empty = np.array([_blank(t) and _blank(h) for t, h in zip(df["text"], df["title"])], dtype=bool)
     if not empty.any():
         return df
-    ids = df.loc[empty, "doc_id"].tolist()
+    ids = [str(d) for d in df.loc[empty, "doc_id"]]
+    if missing_text == "keep":
+        out = df.copy()
+        out.attrs = {**df.attrs, "empty": ids}
+        return out
     where = _where(df, df.index[np.flatnonzero(empty)[0]])
     msg = f"{where}: document {ids[0]!r} has no text and no title ({len(ids)} such documents: {ids[:10]})"
     if missing_text == "error":
-        raise DataError(msg + "; the judge cannot read an empty document: fix the corpus, or pass "
-                        "missing_text='drop' (remove them) or 'warn' (keep them empty)")
+        raise DataError(msg + f"; the judge cannot read an empty document: fix the corpus, or pass {PYTHON_HINT}")
     warnings.warn(msg + ("; dropped" if missing_text == "drop" else "; kept as empty documents"), UserWarning, stacklevel=3)
     if missing_text == "warn":
         return df
@@ -55,7 +63,8 @@ def read_corpus(path: str | Path, *, fmt: str | None = None, missing_text: str =
         missing_text: what to do with a document that has neither text nor title: ``"error"``
             (default), ``"warn"`` (keep it, warn) or ``"drop"`` (remove it, warn; the dropped ids are
             listed in ``attrs["dropped"]``, and :func:`read_beir` keeps their qrels, :func:`read_rows`
-            removes them from the pools).
+            removes them from the pools), or ``"keep"`` (keep it silently, listed in ``attrs["empty"]``;
+            then apply a policy to the pooled documents only with :func:`check_pooled_texts`).
 
     Returns:
         DataFrame ``doc_id, title, text`` (str; a missing title is ""), index = source line.
@@ -247,3 +256,118 @@ def _empty(columns: list[str], path: Path) -> pd.DataFrame:
     df.index = pd.Index([], dtype=np.int64, name="line")
     df.attrs["source"] = str(path)
     return df
+
+
+def check_pooled_texts(
+    corpus: pd.DataFrame, pools: pd.DataFrame, missing_text: str = "error", *, hint: str = PYTHON_HINT
+) -> pd.DataFrame:
+    """Apply the missing-text policy to the documents a judge will read: the pooled ones.
+
+    A corpus may hold empty documents (Cranfield has two) that are never pooled; they do not matter.
+    Only a pooled document without text is refused (``"error"``), kept with a warning (``"warn"``) or
+    removed from its pools, the remaining documents re-ranked 1..n in order (``"drop"``).
+
+    Args:
+        corpus: ``doc_id, title, text`` (e.g. :func:`read_corpus` with ``missing_text="keep"``).
+        pools: ``query_id, doc_id[, rank]``; its index and ``attrs["source"]`` locate lines in messages.
+        missing_text: ``"error"``, ``"warn"``, ``"drop"`` (``"keep"``: nothing checked).
+        hint: how the reader chooses another policy, for the message (the CLI passes its flags).
+
+    Returns:
+        The pools (without the dropped documents for ``"drop"``; else unchanged).
+
+    Raises:
+        DataError: a pooled document without text (``"error"``), naming the pools line, query and document.
+    """
+    if missing_text not in _MISSING_TEXT:
+        raise DataError(f"unknown missing-text policy {missing_text!r}; choose one of {', '.join(_MISSING_TEXT[:3])}")
+    if missing_text == "keep" or pools is None or not len(pools):
+        return pools
+    blank = np.array([_blank(t) and _blank(h) for t, h in zip(corpus["text"], corpus.get("title", corpus["text"]))], dtype=bool)
+    empty = set(corpus.loc[blank, "doc_id"].astype(str))
+    if not empty:
+        return pools
+    hit = pools["doc_id"].astype(str).isin(empty).to_numpy()
+    if not hit.any():
+        return pools
+    i = int(np.flatnonzero(hit)[0])
+    docs = sorted(set(pools["doc_id"].astype(str)[hit]))
+    msg = (f"{_where(pools, pools.index[i], 'pools')}: document {str(pools['doc_id'].iloc[i])!r} has no text and no "
+           f"title, and it is pooled for query {str(pools['query_id'].iloc[i])!r} ({len(docs)} such pooled "
+           f"document{'s' if len(docs) != 1 else ''}: {', '.join(docs[:10])})")
+    if missing_text == "error":
+        raise DataError(msg + f"; the judge cannot read an empty document: fix the corpus, or pass {hint}")
+    warnings.warn(msg + ("; removed from the pools" if missing_text == "drop" else "; judged as empty documents"),
+                  UserWarning, stacklevel=2)
+    if missing_text == "warn":
+        return pools
+    out = pools.loc[~hit].copy()
+    if "rank" in out.columns:
+        order = out.sort_values(["query_id", "rank"], kind="stable")
+        out.loc[order.index, "rank"] = order.groupby("query_id", sort=False).cumcount().to_numpy() + 1
+    out.attrs = {**pools.attrs, "dropped": docs}
+    return out
+
+
+def _read_id_list(spec: str) -> tuple[list[str], str]:
+    """Ids from ``spec``: a file with one id per line (blank lines and ``#`` comments skipped), else a
+    comma-separated list. Returns ``(ids, where)`` with ``where`` naming the source for messages."""
+    path = Path(spec)
+    if path.is_file():
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as err:
+            raise DataError(f"{path}: not valid UTF-8 ({err.reason} at byte {err.start}); save the id list as UTF-8") from None
+        ids = [ln.split("#", 1)[0].strip() for ln in lines]
+        return [i for i in ids if i], str(path)
+    looks_like_file = any(ch in spec for ch in "/\\") or path.suffix.lower() in (".txt", ".tsv", ".csv", ".ids", ".lst", ".list")
+    if spec.strip() and ("," in spec or not looks_like_file):
+        return [i.strip() for i in spec.split(",") if i.strip()], "--queries (no file of that name; read as comma-separated ids)"
+    raise DataError(f"--queries {spec!r}: no such file; give a file with one query id per line or comma-separated ids")
+
+
+def select_queries(
+    order: list[str], *, queries: str | None = None, max_queries: int | None = None, pooled: set[str] | None = None
+) -> list[str] | None:
+    """The query subset of ``--queries FILE|ids`` and ``--max-queries N``, in collection order.
+
+    Args:
+        order: every query id of the collection, in its order (the queries file's).
+        queries: a file with one query id per line, or comma-separated ids (None: all).
+        max_queries: keep the first N of the selection in collection order (None: all).
+        pooled: the queries that have a pool (when pools are given): ``max_queries`` counts among these,
+            and a requested query without a pool is an error.
+
+    Returns:
+        The selected ids in collection order, or None when neither option is given.
+
+    Raises:
+        DataError: unknown ids (all named, up to 20), a requested query without a pool, an empty list or
+            ``max_queries < 1``.
+    """
+    if queries is None and max_queries is None:
+        return None
+    if max_queries is not None and max_queries < 1:
+        raise DataError(f"--max-queries must be >= 1, got {max_queries}")
+    known = set(order)
+    chosen = [q for q in order if pooled is None or q in pooled]
+    if queries is not None:
+        wanted, where = _read_id_list(queries)
+        if not wanted:
+            raise DataError(f"{where}: no query ids; give one id per line or comma-separated ids")
+        unknown = list(dict.fromkeys(q for q in wanted if q not in known))
+        if unknown:
+            raise DataError(f"{where}: {len(unknown)} query id{'s' if len(unknown) != 1 else ''} not in the "
+                            f"collection's queries: {', '.join(unknown[:20])}{' ...' if len(unknown) > 20 else ''}; "
+                            f"fix the ids (the collection has {len(order)} queries, e.g. {', '.join(order[:5])})")
+        if pooled is not None:
+            unpooled = [q for q in dict.fromkeys(wanted) if q not in pooled]
+            if unpooled:
+                raise DataError(f"{where}: {len(unpooled)} requested quer{'y has' if len(unpooled) == 1 else 'ies have'} "
+                                f"no pool in the pools file: {', '.join(unpooled[:20])}; pool them first "
+                                f"(rcp-jax pool --queries ...) or leave them out")
+        wanted_set = set(wanted)
+        chosen = [q for q in chosen if q in wanted_set]
+    if max_queries is not None:
+        chosen = chosen[:max_queries]
+    return chosen

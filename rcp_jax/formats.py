@@ -45,7 +45,8 @@ def detect_format(path: str | Path, fmt: str | None = None) -> str:
         return _EXTENSIONS[suffixes[-1]]
     raise DataError(
         f"{path}: cannot tell the format from the extension {''.join(Path(path).suffixes) or '(none)'!r}; "
-        f"pass fmt= one of {', '.join(FORMATS)}"
+        f"rename the file with one of the extensions {' '.join(_EXTENSIONS)} (optionally + .gz); from Python you may "
+        f"also pass the format ({', '.join(FORMATS)})"
     )
 
 
@@ -143,7 +144,7 @@ def _read_parquet(path: Path) -> pd.DataFrame:
 def _table_format(path: Path, fmt: str | None, what: str) -> str:
     fmt = detect_format(path, fmt)
     if fmt == "trec":
-        raise DataError(f"{path}: {what} cannot be read from a TREC file; use JSONL, CSV, TSV or Parquet (pass fmt=)")
+        raise DataError(f"{path}: {what} cannot be read from a TREC file; write it as JSONL, CSV, TSV or Parquet (.jsonl, .csv, .tsv, .parquet)")
     return fmt
 
 

@@ -152,6 +152,6 @@ def check_run_against_pools(
             f"of query {rq[i]!r}, which is not in that query's pool in {where_pools} ({int(outside.sum())} such rows)"
         )
         if unknown_docs == "error":
-            raise DataError(msg + "; score only pooled documents, or pass unknown_docs='ignore' (on the command "
-                            "line --unknown-docs ignore) for protocols that rank unpooled documents with gain 0")
+            raise DataError(msg + "; score only pooled documents, or pass --unknown-docs ignore (in Python "
+                            "unknown_docs=\"ignore\") for protocols that rank unpooled documents with gain 0")
         warnings.warn(msg, PoolWarning, stacklevel=2)

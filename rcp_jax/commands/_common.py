@@ -16,31 +16,76 @@ if TYPE_CHECKING:  # imported inside the helpers that need them, so `rcp-jax --h
 
 def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = False) -> None:
     g = p.add_argument_group("collection")
-    g.add_argument("--dataset", type=Path, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
-    g.add_argument("--rows", type=Path, help="JSONL rows: one query per line with query, doc_ids, docs[, qrels]")
+    g.add_argument("--dataset", type=Path,
+                   help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv); give this or --rows (default: none)")
+    g.add_argument("--rows", type=Path,
+                   help="JSONL rows: one query per line with query_id, query, doc_ids, docs[, qrels]; give this or "
+                        "--dataset (default: none)")
     g.add_argument("--pools", type=Path, required=pools_required,
-                   help="judged pools: query_id, doc_id[, rank] (CSV/TSV/JSONL/Parquet) or a TREC run")
-    g.add_argument("--qrels", type=Path, help="qrels file overriding the dataset's (TREC or BEIR TSV)")
-    g.add_argument("--split", default="test", help="BEIR qrels split (default: test)")
-    g.add_argument("--name", default=None, help="dataset name keying the schedule's random streams")
+                   help="judged pools: query_id, doc_id[, rank] (CSV/TSV/JSONL/Parquet) or a TREC run, as "
+                        "`rcp-jax pool` writes (default: the pools of --rows; none for --dataset)")
+    g.add_argument("--qrels", type=Path, help="qrels file overriding the dataset's (TREC or BEIR TSV; default: the "
+                   "dataset's qrels/<split>.tsv, or the rows' qrels)")
+    g.add_argument("--split", default="test", help="BEIR qrels split, the file qrels/<split>.tsv (default: test)")
+    g.add_argument("--name", default=None,
+                   help="dataset name keying the schedule's random streams (default: the --dataset folder's name, "
+                        "or the --rows file's stem)")
+    g.add_argument("--queries", default=None, metavar="FILE|IDS",
+                   help="only these queries: a file with one query id per line, or comma-separated ids (e.g. 1,2,4); "
+                        "an unknown id is an error (default: every query, or every pooled query)")
+    g.add_argument("--max-queries", type=int, default=None, metavar="N",
+                   help="only the first N queries in the queries file's order (among the pooled ones when --pools is "
+                        "given; after --queries), a deterministic subset to try the flow on (default: all)")
     g.add_argument("--missing-text", choices=["error", "warn", "drop"], default="error",
-                   help="documents without text: refuse (default), keep with a warning, or drop")
+                   help="a POOLED document without text or title: refuse (error, the default), judge it empty with a "
+                        "warning (warn), or remove it from its pool (drop); empty documents never pooled do not matter")
 
 
 def load_collection(args) -> tuple[Any, pd.DataFrame | None]:
-    """(rcp_jax.data.Collection, pools table or None) from ``--dataset`` / ``--rows`` / ``--pools``."""
+    """(rcp_jax.data.Collection, pools table or None) from ``--dataset`` / ``--rows`` / ``--pools``, restricted
+    to ``--queries`` / ``--max-queries``; ``--missing-text`` is applied to the pooled documents only (a
+    caller that builds pools itself, ``rcp-jax pool``, applies it with :func:`pooled_texts`)."""
+    import dataclasses
+
     from rcp_jax import data
+    from rcp_jax.collection import select_queries
 
     if bool(args.dataset) == bool(args.rows):
         raise DataError("give exactly one of --dataset (a BEIR folder) or --rows (a JSONL rows file)")
     if args.dataset:
-        col = data.read_beir(args.dataset, split=args.split, missing_text=args.missing_text, strict=False)
+        col = data.read_beir(args.dataset, split=args.split, missing_text="keep", strict=False)
     else:
-        col = data.read_rows(args.rows, missing_text=args.missing_text)
+        col = data.read_rows(args.rows, missing_text="keep")
     if args.qrels:
-        col.qrels = data.read_qrels(args.qrels)
+        col = dataclasses.replace(col, qrels=data.read_qrels(args.qrels))
     pools = data.read_pools(args.pools) if getattr(args, "pools", None) else col.pools
+    order = [str(q) for q in col.queries["query_id"]]
+    pooled = set(pools["query_id"].astype(str)) if pools is not None else None
+    chosen = select_queries(order, queries=getattr(args, "queries", None), max_queries=getattr(args, "max_queries", None),
+                            pooled=pooled)
+    if chosen is not None:
+        keep = set(chosen)
+
+        def only(df):
+            if df is None:
+                return None
+            out = df.loc[df["query_id"].astype(str).isin(keep)]
+            out.attrs = dict(df.attrs)
+            return out
+
+        col = dataclasses.replace(col, queries=only(col.queries), qrels=only(col.qrels), pools=only(col.pools),
+                                  excluded=only(col.excluded))
+        pools = only(pools)
+    if pools is not None:
+        pools = pooled_texts(col.corpus, pools, args.missing_text)
     return col, pools
+
+
+def pooled_texts(corpus, pools: pd.DataFrame, policy: str) -> pd.DataFrame:
+    """``--missing-text`` applied to the pooled documents (messages name the CLI flags)."""
+    from rcp_jax.collection import CLI_HINT, check_pooled_texts
+
+    return check_pooled_texts(corpus, pools, policy, hint=CLI_HINT)
 
 
 def pipeline_input(col, pools: pd.DataFrame, name: str):

@@ -1,31 +1,93 @@
-"""``rcp-jax pool``: candidate pools by reciprocal rank fusion of retriever runs (or BM25 + QL)."""
+"""``rcp-jax pool``: candidate pools by reciprocal rank fusion of retriever runs (or BM25 + QL).
+
+Two files come out. The **pools file** (``--out``) is what the judge reads: per query, the top ``--depth``
+documents of the fusion, with every qrel positive the retrievers missed swapped in at the tail (it
+replaces the lowest-ranked non-positive). Its order is therefore *not* a system ranking: a planted
+positive sits at the bottom whatever its fused score, and a query's pool contains positives no retriever
+found, so scoring the pools file as a run would credit it with the qrels. The **fusion run**
+(``--run-out``, by default ``<pools file without extension>.fusion.trec`` beside it) is the first-stage
+system itself, a TREC run (tag ``rrf``) that ``rcp-jax evaluate`` can score: the fusion's ranking of its
+own top ``--depth``, less the documents the swapped-in positives displaced (they are not pooled, and
+they are the fusion's lowest-ranked, so nDCG@k is exact while ``k <= depth - swapped``). With
+``--baselines-out`` the built-in lexical retrievers also rerank every pool (``bm25``, ``bm25_stem``,
+``qlm`` scoring each pooled document), baselines to compare a reranker against.
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from rcp_jax.commands._common import add_collection_args, emit, load_collection, read_runs
+from rcp_jax.commands._common import add_collection_args, emit, load_collection, pooled_texts, read_runs
 
 NAME = "pool"
-HELP = "build judged pools: RRF (k=60) of retriever runs, or of BM25 + query-likelihood when no run is given"
+HELP = ("build judged pools: RRF (k=60) of retriever runs, or of BM25 + query-likelihood when no run is given; "
+        "qrel positives the retrievers missed are swapped in at each pool's tail, so the pools file is NOT a "
+        "system ranking: the fusion run itself is written beside it (--run-out) for `rcp-jax evaluate`")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_collection_args(p)
-    p.add_argument("--runs", type=Path, nargs="*", default=[], help="retriever runs to fuse (default: BM25 variants + QL)")
+    p.add_argument("--runs", type=Path, nargs="*", default=[],
+                   help="retriever runs to fuse (TREC or system, query_id, doc_id, score tables; default: none, so "
+                        "three lexical retrievers are run: BM25, stemmed BM25 and Dirichlet query likelihood)")
     p.add_argument("--depth", type=int, default=150, help="pool depth per query (default 150)")
-    p.add_argument("--no-positives", action="store_true", help="do not swap in qrel positives the retrievers missed")
-    p.add_argument("--out", type=Path, required=True, help="pools file to write (TSV/CSV/JSONL/Parquet by extension)")
+    p.add_argument("--no-positives", action="store_true",
+                   help="do not swap in qrel positives the retrievers missed (default: swap them in, so every "
+                        "known positive is judged)")
+    p.add_argument("--out", type=Path, required=True,
+                   help="pools file to write, query_id, doc_id, rank (TSV/CSV/JSONL/Parquet by extension); the judge "
+                        "reads it; it is not a system ranking (positives are swapped in at the tail)")
+    p.add_argument("--run-out", type=Path, default=None,
+                   help="the first-stage fusion run as a TREC run file (tag rrf), to score with `rcp-jax evaluate` "
+                        "(default: <--out without extension>.fusion.trec, beside the pools file)")
+    p.add_argument("--baselines-out", type=Path, default=None,
+                   help="also write the lexical retrievers reranking every pool (bm25, bm25_stem, qlm) as one TREC "
+                        "run file, baselines for `rcp-jax evaluate` (default: not written)")
+
+
+def default_run_out(pools_out: Path) -> Path:
+    """``pools.tsv`` (or ``pools.tsv.gz``) -> ``pools.fusion.trec`` in the same folder."""
+    name = pools_out.name.removesuffix(".gz")
+    stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
+    return pools_out.with_name(f"{stem}.fusion.trec")
+
+
+def fusion_run(runs, pool, depth: int):
+    """The RRF fusion of ``runs`` as a run ``system='rrf', query_id, doc_id, score`` (fused score): its top
+    ``depth`` per query, less the documents the pool does not hold (those swapped-in positives displaced)."""
+    import pandas as pd
+
+    from rcp_jax.pools import reciprocal_rank_fusion
+
+    fused = reciprocal_rank_fusion(runs)
+    fused = fused.loc[fused["rank"] <= depth]
+    pooled = pd.MultiIndex.from_frame(pool[["query_id", "doc_id"]].astype(str))
+    keep = pd.MultiIndex.from_frame(fused[["query_id", "doc_id"]]).isin(pooled)
+    out = fused.loc[keep, ["query_id", "doc_id", "score"]].copy()
+    out.insert(0, "system", "rrf")
+    return out.reset_index(drop=True)
 
 
 def run(args) -> int:
+    import warnings
+
+    import pandas as pd
+
     from rcp_jax import data, pools
+    from rcp_jax.errors import DataError
 
     col, _ = load_collection(args)
+    if args.depth < 1:
+        raise DataError(f"--depth must be >= 1, got {args.depth}")
+    queries = set(col.queries["query_id"].astype(str))
+    empty = set(col.corpus.attrs.get("empty", ()))
     if args.runs:
         runs = read_runs(args.runs)
+        runs = runs.loc[runs["query_id"].astype(str).isin(queries)]
         retrievers = sorted(runs["system"].unique())
+        if runs.empty:
+            raise DataError(f"the runs ({', '.join(map(str, args.runs))}) hold none of the selected queries")
     else:
         top = max(args.depth * 2, 200)
         frames = [
@@ -33,19 +95,74 @@ def run(args) -> int:
             pools.bm25_run(col.corpus, col.queries, top_k=top, k1=0.9, b=0.4, stem=True, name="bm25_stem"),
             pools.query_likelihood_run(col.corpus, col.queries, top_k=top, name="qlm"),
         ]
-        import pandas as pd
-
         runs = pd.concat(frames, ignore_index=True)
         retrievers = ["bm25", "bm25_stem", "qlm"]
     qrels = None if args.no_positives or not len(col.qrels) else col.qrels
+    if args.missing_text == "drop" and empty:  # an empty document is neither fused nor swapped in
+        runs = runs.loc[~runs["doc_id"].astype(str).isin(empty)]
+        if qrels is not None:
+            qrels = qrels.loc[~qrels["doc_id"].astype(str).isin(empty)]
     pool = pools.build_pool(runs, args.depth, qrels=qrels)
+    if args.missing_text == "drop" and empty:
+        left_out = sorted(empty & set(col.qrels.loc[col.qrels["grade"] > 0, "doc_id"].astype(str))) if len(col.qrels) else []
+        if left_out:
+            warnings.warn(f"{len(left_out)} positive qrel document(s) without text left out of the pools "
+                          f"(--missing-text drop): {', '.join(left_out[:10])}", UserWarning, stacklevel=1)
+    else:
+        _refuse_empty_pooled(pool, empty, col.qrels, args.missing_text)
+        pool = pooled_texts(col.corpus, pool, args.missing_text)
     data.write_pools(pool, args.out)
+    run_out = args.run_out or default_run_out(args.out)
+    fused = fusion_run(runs, pool, args.depth)
+    data.write_run(fused, run_out)
     sizes = pool.groupby("query_id").size()
+    swapped = int(len(pool) - len(fused))
     payload = {"queries": int(sizes.size), "depth": args.depth, "retrievers": retrievers, "out": str(args.out),
-               "min_pool": int(sizes.min()), "max_pool": int(sizes.max())}
+               "fusion_run": str(run_out), "min_pool": int(sizes.min()), "max_pool": int(sizes.max()),
+               "swapped_in": swapped}
+    lines = [f"pooled {sizes.size} queries (depth {args.depth}, sizes {sizes.min()}-{sizes.max()}) from "
+             f"{', '.join(retrievers)} -> {args.out}"]
     if qrels is not None:
         rec = pools.pool_recall(pool, qrels)
         payload["positive_recall"] = float(rec["recall"].mean()) if "recall" in rec.columns else None
-    emit(args, payload, f"pooled {sizes.size} queries (depth {args.depth}, sizes {sizes.min()}-{sizes.max()}) from "
-                        f"{', '.join(retrievers)} -> {args.out}")
+        lines.append(f"{swapped} qrel positive(s) the retrievers missed were swapped in at the pools' tails: the "
+                     "pools file is what the judge reads, NOT a system ranking (do not score it as a run)")
+    lines.append(f"first-stage fusion run (tag rrf, pooled documents of its top {args.depth}) -> {run_out}")
+    if args.baselines_out:
+        cand = pool[["query_id", "doc_id"]]
+        base = pd.concat([
+            pools.bm25_run(col.corpus, col.queries, candidates=cand, name="bm25"),
+            pools.bm25_run(col.corpus, col.queries, candidates=cand, k1=0.9, b=0.4, stem=True, name="bm25_stem"),
+            pools.query_likelihood_run(col.corpus, col.queries, candidates=cand, name="qlm"),
+        ], ignore_index=True)
+        data.write_run(base, args.baselines_out)
+        payload["baselines"] = str(args.baselines_out)
+        lines.append(f"lexical baselines reranking each pool (bm25, bm25_stem, qlm) -> {args.baselines_out}")
+    lines.append(f"next: rcp-jax judge --pools {args.out} ...")
+    emit(args, payload, "\n".join(lines))
     return 0
+
+
+def _refuse_empty_pooled(pool, empty: set, qrels, policy: str) -> None:
+    """With ``--missing-text error``: name the first pooled document without text, and whether a qrel put it
+    there (a positive swapped in) or a run retrieved it."""
+    from rcp_jax.errors import DataError
+    from rcp_jax.table_checks import _where
+
+    if policy != "error" or not empty:
+        return
+    hit = pool.loc[pool["doc_id"].astype(str).isin(empty)]
+    if hit.empty:
+        return
+    q, d = str(hit["query_id"].iloc[0]), str(hit["doc_id"].iloc[0])
+    why = "retrieved by the runs"
+    if qrels is not None and len(qrels):
+        row = qrels.loc[(qrels["query_id"].astype(str) == q) & (qrels["doc_id"].astype(str) == d)]
+        if len(row):
+            why = f"a qrel positive swapped in ({_where(qrels, row.index[0], 'qrels')})"
+    raise DataError(
+        f"query {q!r}: pooled document {d!r} has no text and no title in the corpus ({why}; "
+        f"{hit['doc_id'].nunique()} such pooled document(s): {', '.join(sorted(set(hit['doc_id'].astype(str)))[:10])}); "
+        "the judge cannot read an empty document: fix the corpus, or pass --missing-text drop (leave them out of the "
+        "pools) or --missing-text warn (judge them as empty documents)"
+    )
