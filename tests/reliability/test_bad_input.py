@@ -121,7 +121,7 @@ def test_bad_collection_files_are_refused(capsys, tmp_path, collection):
     rows[2]["docs"][5] = "   "
     missing = write(tmp_path, "missing.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     refused(capsys, ["judge", "--rows", missing, "--store", tmp_path / "store"],
-            "missing.jsonl:3:", "document 'q2-d05' has no text", "missing_text='drop'")
+            "missing.jsonl:3:", "document 'q2-d05' has no text", "--missing-text drop")
     raw = collection["rows"].read_bytes().replace("Zürich".encode(), "Zürich".encode("latin-1"), 1)
     latin = write(tmp_path, "latin1.jsonl", raw)
     refused(capsys, ["judge", "--rows", latin, "--store", tmp_path / "store"], "latin1.jsonl:", "not valid UTF-8")
