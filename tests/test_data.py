@@ -53,7 +53,7 @@ def test_ids_stay_strings(tmp_path):
 def test_format_detection_and_override(tmp_path):
     assert D.detect_format("a/run.trec.gz") == "trec"
     assert D.detect_format("x.PARQUET") == "parquet"
-    with pytest.raises(DataError, match=r"x\.dat.*pass fmt="):
+    with pytest.raises(DataError, match=r"x\.dat.*rename the file with one of the extensions"):
         D.detect_format("x.dat")
     with pytest.raises(DataError, match="unknown format 'xml'"):
         D.detect_format("x.csv", "xml")
