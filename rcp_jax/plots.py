@@ -1,6 +1,9 @@
 """Report figures (matplotlib, Agg backend): item curves, per-query calibration, leaderboard, nDCG spread.
 
 Each function takes plain tables, draws one figure, saves it to ``path`` (PNG) and returns the path.
+:func:`write_calibration_plots` (``rcp-jax fit``), :func:`write_evaluation_plots` (``rcp-jax evaluate``)
+and :func:`write_report_plots` (``rcp-jax demo``, both) draw the sets the commands write; the leaderboard
+carries an interval per bar (a bootstrap over queries by default, :func:`bootstrap_leaderboard`).
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ def query_calibration(calibration, path) -> Path:
     q = calibration.queries.dropna(subset=["tau"])
     fig, ax = plt.subplots(figsize=(6, 4.2))
     ax.scatter(q["alpha"], q["tau"], s=22, alpha=0.8)
+    if len(q) <= 30:  # few queries: name them
+        for qid, a, t in zip(q["query_id"], q["alpha"], q["tau"]):
+            ax.annotate(str(qid), (a, t), textcoords="offset points", xytext=(4, 3), fontsize=7, color="0.3")
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     if len(q) >= 2:
         lo, hi = np.percentile(q["tau"], [5, 95])
@@ -74,22 +80,69 @@ def query_calibration(calibration, path) -> Path:
     return _save(fig, path)
 
 
-def leaderboard_bars(board: pd.DataFrame, path, metrics=("qrel_ndcg", "count_ndcg", "rcp_ndcg")) -> Path:
-    """Grouped bars: each system's mean of each metric side by side (systems sorted by the last metric)."""
+METRIC_LABELS = {"qrel_ndcg": "qrel-nDCG", "count_ndcg": "Count-nDCG", "rcp_ndcg": "RCP-nDCG"}
+
+
+def bootstrap_leaderboard(per_query: pd.DataFrame, metrics=("qrel_ndcg", "count_ndcg", "rcp_ndcg"), *,
+                          n_bootstrap: int = 2000, level: float = 0.95, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """Percentile bootstrap interval of each system's mean, queries resampled (within datasets).
+
+    The statistic is :func:`rcp_jax.leaderboard`'s (mean over queries within a dataset, then over
+    datasets); NaN cells (a query without a positive qrel) are left out as there.
+
+    Returns:
+        ``{metric: DataFrame indexed by system with columns lo, hi}``.
+    """
+    from rcp_jax.paired import bootstrap_mean_ci
+
+    df = per_query.copy()
+    if "dataset" not in df.columns:
+        df["dataset"] = "all"
+    df["_key"] = df["dataset"].astype(str) + "\x1f" + df["query_id"].astype(str)
+    out = {}
+    for m in metrics:
+        if m not in df.columns:
+            continue
+        wide = df.pivot_table(index="system", columns="_key", values=m, aggfunc="mean", dropna=False)
+        groups = [k.split("\x1f", 1)[0] for k in wide.columns]
+        lo, hi = bootstrap_mean_ci(wide.to_numpy(dtype=np.float64), groups=groups, n_bootstrap=n_bootstrap,
+                                   level=level, seed=seed)
+        out[m] = pd.DataFrame({"lo": lo, "hi": hi}, index=wide.index)
+    return out
+
+
+def leaderboard_bars(board: pd.DataFrame, path, metrics=("qrel_ndcg", "count_ndcg", "rcp_ndcg"), *,
+                     intervals: dict[str, pd.DataFrame] | None = None, interval_note: str | None = None) -> Path:
+    """Grouped bars: each system's mean of each metric side by side (systems sorted by the last metric),
+    with an error bar per bar when ``intervals`` (``{metric: DataFrame system -> lo, hi}``) has it.
+
+    ``interval_note`` says what the bars are (e.g. "95% bootstrap interval over queries"); it is shown
+    under the title.
+    """
     plt = _plt()
     metrics = [m for m in metrics if m in board.columns]
     board = board.sort_values(metrics[-1], ascending=True)
     y = np.arange(len(board))
     h = 0.8 / max(1, len(metrics))
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(board) + 1.5))
+    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(board) * max(1, len(metrics)) / 2 + 1.8))
+    colors = {"qrel_ndcg": "tab:grey", "count_ndcg": "tab:orange", "rcp_ndcg": "tab:blue"}
     for i, m in enumerate(metrics):
-        ax.barh(y + (i - (len(metrics) - 1) / 2) * h, board[m], height=h, label=m.replace("_", "-").replace("ndcg", "nDCG"))
-    ax.set_yticks(y, board.index)
+        pos = y + (i - (len(metrics) - 1) / 2) * h
+        values = board[m].to_numpy(dtype=np.float64)
+        xerr = None
+        if intervals and m in intervals:
+            iv = intervals[m].reindex(board.index)
+            lo, hi = iv["lo"].to_numpy(dtype=np.float64), iv["hi"].to_numpy(dtype=np.float64)
+            xerr = np.vstack([np.clip(values - lo, 0, None), np.clip(hi - values, 0, None)])
+            xerr = np.where(np.isfinite(xerr), xerr, 0.0)
+        ax.barh(pos, values, height=h, color=colors.get(m), alpha=0.85, label=METRIC_LABELS.get(m, m),
+                xerr=xerr, error_kw={"elinewidth": 1.1, "capsize": 2.5, "ecolor": "black"})
+    ax.set_yticks(y, [str(s) for s in board.index])
     ax.set_xlim(0, 1)
-    ax.set_xlabel("mean nDCG@k")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_xlabel("mean nDCG@k over queries")
+    ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
     ax.grid(axis="x", alpha=0.3)
-    ax.set_title("Leaderboard")
+    ax.set_title("Leaderboard" + (f"\n(error bars: {interval_note})" if interval_note and intervals else ""), fontsize=10)
     return _save(fig, path)
 
 
@@ -103,22 +156,44 @@ def ndcg_distribution(per_query: pd.DataFrame, path, metric: str = "rcp_ndcg") -
     rng = np.random.default_rng(0)
     for i, d in enumerate(data, start=1):
         ax.scatter(d, i + rng.uniform(-0.15, 0.15, len(d)), s=8, alpha=0.5, color="tab:blue")
-    ax.set_xlabel(f"per-query {metric.replace('_', '-')}")
+    ax.set_xlabel(f"per-query {METRIC_LABELS.get(metric, metric)}")
+    ax.set_title(f"Per-query {METRIC_LABELS.get(metric, metric)} of each system "
+                 f"({per_query['query_id'].nunique()} queries; box = quartiles)", fontsize=10)
     ax.set_xlim(-0.02, 1.02)
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)
 
 
+def write_calibration_plots(calibration, folder) -> dict[str, Path]:
+    """``item_curves.png`` (item characteristic curves and the gain curve) and ``query_calibration.png``
+    (per-query tau and alpha) of a :class:`rcp_jax.Calibration` into ``folder``."""
+    folder = Path(folder)
+    out = {"item_curves": item_curves(calibration, folder / "item_curves.png")}
+    if "tau" in calibration.queries.columns and calibration.queries["tau"].notna().any():
+        out["query_calibration"] = query_calibration(calibration, folder / "query_calibration.png")
+    return out
+
+
+def write_evaluation_plots(per_query: pd.DataFrame, board: pd.DataFrame, folder, *,
+                           intervals: dict[str, pd.DataFrame] | None = None,
+                           interval_note: str | None = None) -> dict[str, Path]:
+    """``leaderboard.png`` (with intervals: by default a 95% bootstrap over queries) and the per-query
+    spread ``per_query_<metric>.png`` of RCP- and qrel-nDCG into ``folder``."""
+    folder = Path(folder)
+    if intervals is None:
+        intervals = bootstrap_leaderboard(per_query)
+        interval_note = "95% bootstrap interval over queries"
+    out = {"leaderboard": leaderboard_bars(board, folder / "leaderboard.png", intervals=intervals,
+                                           interval_note=interval_note)}
+    for m in ("rcp_ndcg", "qrel_ndcg"):
+        if m in per_query.columns and per_query[m].notna().any():
+            out[f"distribution_{m}"] = ndcg_distribution(per_query, folder / f"per_query_{m}.png", m)
+    return out
+
+
 def write_report_plots(result, folder) -> dict[str, Path]:
     """All report figures of a :class:`rcp_jax.pipeline.PipelineResult` into ``folder``."""
-    folder = Path(folder)
-    out = {
-        "item_curves": item_curves(result.calibration, folder / "item_curves.png"),
-        "query_calibration": query_calibration(result.calibration, folder / "query_calibration.png"),
-    }
+    out = write_calibration_plots(result.calibration, folder)
     if result.per_query is not None:
-        out["leaderboard"] = leaderboard_bars(result.leaderboard, folder / "leaderboard.png")
-        for m in ("rcp_ndcg", "qrel_ndcg"):
-            if m in result.per_query.columns:
-                out[f"distribution_{m}"] = ndcg_distribution(result.per_query, folder / f"per_query_{m}.png", m)
+        out.update(write_evaluation_plots(result.per_query, result.leaderboard, folder))
     return out

@@ -12,7 +12,9 @@ HELP = "score systems' runs with a calibration: per-query RCP-/Count-/qrel-nDCG 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--calibration", type=Path, required=True, help="calibration folder (from `rcp-jax fit`)")
+    p.add_argument("--calibration", type=Path, required=True,
+                   help="the folder `rcp-jax fit --out` wrote (or its calibration/ subfolder); its posterior/, if "
+                        "any, is read with --posterior (required)")
     p.add_argument("--runs", type=Path, nargs="+", required=True,
                    help="run files: TREC (qid Q0 docid rank score tag) or CSV/TSV/JSONL/Parquet (system, query_id, doc_id, score)")
     p.add_argument("--qrels", type=Path, default=None, help="qrels for qrel-nDCG (TREC or BEIR TSV)")
@@ -43,7 +45,8 @@ def run(args) -> int:
     from rcp_jax.evaluation import evaluate, leaderboard
     from rcp_jax.io import atomic_write_csv
 
-    cal = load_calibration(args.calibration)
+    cal_dir = calibration_folder(args.calibration)
+    cal = load_calibration(cal_dir)
     qrels = data.read_qrels(args.qrels) if args.qrels else None
     pools = data.read_pools(args.pools) if args.pools else None
     judged = pools if pools is not None else cal.documents[["query_id", "doc_id"]]
@@ -68,15 +71,57 @@ def run(args) -> int:
     if args.posterior:
         from rcp_jax import posterior
 
-        post = posterior.load_posterior(args.calibration.parent / "posterior")
+        post = posterior.load_posterior(cal_dir.parent / "posterior")
         table = posterior.posterior_metrics(runs, post, k=args.k, protocol=args.protocol, pools=pools, rope=args.rope)
         payload["posterior"] = table.to_dict()
         text.append(table.format())
         if args.out:
             text.append(f"posterior tables written to {args.out}: "
                         + ", ".join(p.name for p in _write_posterior_outputs(table, args.out, plots=not args.no_plots)))
+    _evaluation_figures(args, per_query, board, table if args.posterior else None, payload, text)
     emit(args, payload, "\n".join(text))
     return 0
+
+
+def calibration_folder(path: Path) -> Path:
+    """The calibration folder of ``--calibration``: the path itself when it holds ``items.json``, else its
+    ``calibration/`` subfolder (the folder ``rcp-jax fit --out`` wrote); else a DataError naming both."""
+    from rcp_jax.errors import DataError
+
+    if (path / "items.json").is_file():
+        return path
+    if (path / "calibration" / "items.json").is_file():
+        return path / "calibration"
+    if not path.exists():
+        raise DataError(f"--calibration {path}: no such folder; pass the folder `rcp-jax fit --out` wrote")
+    raise DataError(f"--calibration {path}: neither {path / 'items.json'} nor {path / 'calibration' / 'items.json'} "
+                    "exists; pass the folder `rcp-jax fit --out` wrote (it holds calibration/), or its calibration/ "
+                    "subfolder")
+
+
+def _evaluation_figures(args, per_query, board, table, payload: dict, text: list[str]) -> None:
+    """The leaderboard with intervals (posterior ones for RCP-nDCG when ``table`` is given, else a 95% bootstrap
+    over queries) and the per-query spread, into ``--out``; their paths are printed."""
+    from rcp_jax.plots import bootstrap_leaderboard, write_evaluation_plots
+
+    intervals = bootstrap_leaderboard(per_query)
+    payload["intervals"] = {"method": "95% percentile bootstrap over queries (2000 resamples)",
+                            **{m: {str(s): [float(r.lo), float(r.hi)] for s, r in iv.iterrows()}
+                               for m, iv in intervals.items()}}
+    note = "95% bootstrap interval over queries"
+    if table is not None and "rcp_ndcg" in board.columns:
+        sysdf = table.systems.set_index("system")
+        board = board.copy()
+        board["rcp_ndcg"] = sysdf["mean"].reindex(board.index)
+        intervals["rcp_ndcg"] = sysdf[["lo", "hi"]].reindex(board.index)
+        note += f"; RCP-nDCG: posterior mean and {round(100 * table.ci_prob)}% interval"
+    if not args.out or args.no_plots:
+        if not args.out and not args.no_plots:
+            text.append("figures: give --out to write leaderboard.png and the per-query spread")
+        return
+    figures = write_evaluation_plots(per_query, board, args.out, intervals=intervals, interval_note=note)
+    payload["figures"] = [str(f) for f in figures.values()]
+    text.extend(f"figure: {f}" for f in payload["figures"])
 
 
 def _write_posterior_outputs(table, folder: Path, *, plots: bool) -> list[Path]:

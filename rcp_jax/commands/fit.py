@@ -36,7 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also fit answers flagged in the store (e.g. a repeated answer planted in a document); "
                         "by default they are left out and listed as notes")
     p.add_argument("--no-plots", action="store_true",
-                   help="with a posterior, skip item_curves_posterior.png (item curves and gain with posterior bands)")
+                   help="skip the figures (default: drawn): item_curves.png (item curves and the gain curve), "
+                        "query_calibration.png (per-query tau and alpha) and, with a posterior, "
+                        "item_curves_posterior.png (posterior bands)")
 
 
 def check_arguments(args) -> None:
@@ -77,10 +79,15 @@ def run(args) -> int:
     atomic_write_csv(args.out / "answers.csv", answers)
     atomic_write_csv(args.out / "bt.csv", bt)
     save_calibration(cal, args.out / "calibration")
+    figures = {}
+    if not args.no_plots:
+        from rcp_jax.plots import write_calibration_plots
+
+        figures = write_calibration_plots(cal, args.out)
     payload = {"model": args.model, "method": args.method, "queries": int(cal.queries["calibrated"].sum()),
                "documents": int(cal.documents["gain"].notna().sum()), "criteria": cal.criteria,
                "gamma": cal.gamma, "beta": cal.beta, "families": families, "notes": notes,
-               "calibration": str(args.out / "calibration")}
+               "calibration": str(args.out / "calibration"), "figures": [str(f) for f in figures.values()]}
     if args.method != "map":
         from rcp_jax import posterior
 
@@ -111,6 +118,7 @@ def run(args) -> int:
         "beta:  " + " ".join(f"{c}={b:+.3f}" for c, b in zip(cal.criteria, cal.beta)),
         *[f"note: {n}" for n in notes],
         f"calibration written to {args.out / 'calibration'}",
+        *[f"figure: {f}" for f in payload["figures"]],
     ]
     if "posterior" in payload:
         lines[1:3] = _posterior_item_lines(payload["items_posterior"], payload["ci_prob"])
