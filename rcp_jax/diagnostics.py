@@ -475,3 +475,97 @@ def _calibrate_items(bt: pd.DataFrame) -> Callable[[pd.DataFrame], tuple[np.ndar
         return cal.gamma, cal.beta
 
     return fit
+
+
+# ------------------------------------------------------------------------------------ a fit's report
+def answer_predictions(answers: pd.DataFrame, calibration) -> pd.DataFrame:
+    """One row per rubric answer with the 2PL's predicted P(yes), raw and calibrated.
+
+    Args:
+        answers: one row per placement ``query_id, doc_id[, window_id][, dataset], C1..CK`` (0/1), as
+            ``rcp-jax fit`` writes to ``answers.csv``.
+        calibration: a :class:`rcp_jax.Calibration` (``documents`` with ``theta_bt`` and ``ability``).
+
+    Returns:
+        ``query_id, doc_id[, window_id][, dataset], criterion`` (``C1``..), ``answer`` (0/1), ``p_raw``
+        (``sigmoid(gamma_c (theta_BT - beta_c))``: the BT score read on the calibrated scale without the
+        per-query scale and offset) and ``p_calibrated`` (``sigmoid(gamma_c (tau theta_BT + alpha -
+        beta_c))``), for every answer whose document has a calibrated ability (answers of queries that
+        could not be calibrated are left out). The table ``rcp-jax diagnose --answers`` reads.
+    """
+    crit = criterion_columns_of(answers)
+    docs = calibration.documents[["query_id", "doc_id", "theta_bt", "ability"]].copy()
+    docs["query_id"] = docs["query_id"].astype(str)
+    docs["doc_id"] = docs["doc_id"].astype(str)
+    ans = answers.assign(query_id=answers["query_id"].astype(str), doc_id=answers["doc_id"].astype(str))
+    placed = ans.merge(docs, on=["query_id", "doc_id"], how="inner").dropna(subset=["theta_bt", "ability"])
+    ids = [c for c in ("query_id", "doc_id", "window_id", "dataset") if c in placed.columns]
+    long = answers_long(placed[[*ids, "theta_bt", "ability", *crit]])
+    gamma, beta = np.asarray(calibration.gamma, np.float64), np.asarray(calibration.beta, np.float64)
+    long["p_raw"] = predict_answers(long["theta_bt"], long["criterion"], gamma, beta)
+    long["p_calibrated"] = predict_answers(long["ability"], long["criterion"], gamma, beta)
+    long["criterion"] = [crit[c] for c in long["criterion"]]
+    long["answer"] = long["answer"].astype(np.int64)
+    return long[[*ids, "criterion", "answer", "theta_bt", "ability", "p_raw", "p_calibrated"]]
+
+
+def fit_report(answers: pd.DataFrame, calibration, bt: pd.DataFrame | None = None, *, n_bins: int = 10,
+               min_transfer_queries: int = 4) -> dict:
+    """Every calibration diagnostic of the paper on one fit (what ``rcp-jax diagnose --fit`` prints).
+
+    Args:
+        answers: placements ``query_id, doc_id[, dataset], C1..CK`` (``answers.csv`` of ``rcp-jax fit``).
+        calibration: the fit's :class:`rcp_jax.Calibration`.
+        bt: ``query_id, doc_id, theta`` (``bt.csv``); needed for the item transfer.
+        n_bins: ECE bins.
+        min_transfer_queries: the fewest queries for the query-halves transfer.
+
+    Returns:
+        dict with ``predictions`` (:func:`answer_predictions`), ``ece`` (:func:`calibration_report` of
+        ``p_raw`` and ``p_calibrated``), ``local_dependence`` (raw and residual mean |corr|), ``tau_spread``
+        (95th / 5th percentile), ``transfer`` (:func:`item_transfer` table or None), ``transfer_kind``
+        (``"datasets"``: leave-one-dataset-out, when ``answers`` has a ``dataset`` column with two or more
+        values; ``"query halves"``: the queries split alternately in id order into two halves, when there
+        is one dataset) and ``transfer_note`` (what was computed, or why nothing was).
+    """
+    crit = criterion_columns_of(answers)
+    pred = answer_predictions(answers, calibration)
+    if pred.empty:
+        raise DataError("no rubric answer belongs to a calibrated document: nothing to diagnose")
+    index = {c: i for i, c in enumerate(crit)}
+    crit_idx = pred["criterion"].map(index).to_numpy()
+    ece = calibration_report(pred["answer"].to_numpy(), {"raw": pred["p_raw"].to_numpy(),
+                                                         "calibrated": pred["p_calibrated"].to_numpy()},
+                             crit_idx, criteria=crit, n_bins=n_bins)
+    docs = calibration.documents[["query_id", "doc_id", "ability"]].astype({"query_id": str, "doc_id": str})
+    placed = answers.assign(query_id=answers["query_id"].astype(str), doc_id=answers["doc_id"].astype(str)).merge(
+        docs, on=["query_id", "doc_id"], how="inner").dropna(subset=["ability"])
+    expected = np.column_stack([predict_answers(placed["ability"], np.full(len(placed), c), calibration.gamma,
+                                                calibration.beta) for c in range(len(crit))])
+    dependence = local_dependence(placed[crit].to_numpy(np.float64), expected)
+    spread = tau_spread(calibration.queries["tau"]) if "tau" in calibration.queries.columns else math.nan
+    transfer, kind, note = None, None, None
+    datasets = answers["dataset"].astype(str).nunique() if "dataset" in answers.columns else 1
+    if bt is None:
+        note = "item transfer not computed: it needs the BT scores (bt.csv of the fit folder)"
+    elif datasets >= 2:
+        transfer, kind = item_transfer(answers, bt), "datasets"
+        note = f"leave-one-dataset-out transfer over {datasets} datasets"
+    else:
+        queries = sorted(answers["query_id"].astype(str).unique(), key=_natural_key)
+        if len(queries) < min_transfer_queries:
+            note = (f"item transfer not computed: one dataset and only {len(queries)} queries (cross-dataset transfer "
+                    f"needs answers of two or more datasets; the query-halves stand-in needs {min_transfer_queries})")
+        else:
+            halves = {q: ("first half" if i % 2 == 0 else "second half") for i, q in enumerate(queries)}
+            transfer = item_transfer(answers.assign(dataset=answers["query_id"].astype(str).map(halves)), bt)
+            kind = "query halves"
+            note = ("cross-dataset transfer not computed: the fit holds one dataset (answers.csv has no dataset column "
+                    "with two or more values); shown instead: the items fitted on one half of the queries (alternate "
+                    "queries in id order) predict the other half's answers")
+    return {"predictions": pred, "ece": ece, "local_dependence": dependence, "tau_spread": spread,
+            "transfer": transfer, "transfer_kind": kind, "transfer_note": note}
+
+
+def _natural_key(s: str):
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.findall(r"\d+|\D+", s))

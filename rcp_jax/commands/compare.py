@@ -69,14 +69,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="test that decides 'separated' (default t, the paper's paired t-test)")
     parser.add_argument("--correction", choices=("none", "holm", "bonferroni"), default="none",
                         help="multiplicity correction within each metric x dataset (default none, as the paper)")
-    parser.add_argument("--permutations", type=int, default=100_000, help="randomisation-test sign vectors")
-    parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of the intervals")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the randomisation test and bootstrap")
-    parser.add_argument("--format", choices=("markdown", "latex"), default="markdown", help="report format")
-    parser.add_argument("--pairs", action="store_true", help="include the per-pair table in the report")
-    parser.add_argument("--out-pairs", help="also write the per-pair table to this CSV/Parquet file")
-    parser.add_argument("--reference", default="qrel_ndcg", help="baseline metric of the summary line")
-    parser.add_argument("--candidate", default="rcp_ndcg", help="metric compared with the baseline")
+    parser.add_argument("--permutations", type=int, default=100_000, help="randomisation-test sign vectors (default 100,000)")
+    parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of the intervals (default 2000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the randomisation test and bootstrap (default 0)")
+    parser.add_argument("--format", choices=("markdown", "latex"), default="markdown",
+                        help="report format (default markdown)")
+    parser.add_argument("--pairs", action="store_true", help="include the per-pair table in the report (default: not included)")
+    parser.add_argument("--out-pairs", help="also write the per-pair table to this CSV/Parquet file (default: none)")
+    parser.add_argument("--reference", default="qrel_ndcg", help="baseline metric of the summary line (default qrel_ndcg)")
+    parser.add_argument("--candidate", default="rcp_ndcg", help="metric compared with the baseline (default rcp_ndcg)")
 
 
 def run(args: argparse.Namespace) -> int:

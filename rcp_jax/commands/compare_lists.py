@@ -29,8 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--api-base", default=None, help="endpoint URL of an OpenAI-compatible server")
     g.add_argument("--concurrency", type=int, default=16, help="judge calls in flight per judge (default 16)")
     g.add_argument("--seed", type=int, default=0, help="tie-break and simulated-judge seed (default 0)")
-    g.add_argument("--temperature", type=float, default=0.0)
-    g.add_argument("--max-tokens", type=int, default=4096)
+    g.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of the judge (default 0.0)")
+    g.add_argument("--max-tokens", type=int, default=4096, help="most tokens of one answer (default 4096)")
     add_collection_args(p)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rcp_jax.commands.compare import jsonable, read_table
@@ -13,23 +14,38 @@ if TYPE_CHECKING:  # imported inside the functions, so `rcp-jax --help` stays ch
     import pandas as pd
 
 NAME = "diagnose"
-HELP = ("diagnose a metric (saturated / floor / compressed queries) and a calibration (ECE and Brier of "
-        "predicted rubric answers, reliability diagram, tau spread)")
+HELP = ("diagnose a metric (saturated / floor / compressed queries) and a calibration: with --fit FOLDER (what "
+        "`rcp-jax fit` wrote) ECE and Brier raw vs calibrated, the reliability diagram, local dependence, tau "
+        "spread and item transfer, with nothing else to prepare")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("per_query", nargs="?", help="per-query metrics table (system, query_id, [dataset], "
-                        "metric columns); optional when --answers is given")
+                        "metric columns), e.g. evaluate's per_query.csv (default: none; optional with --fit, "
+                        "--answers or --queries)")
+    parser.add_argument("--fit", type=Path, default=None, metavar="FOLDER",
+                        help="the folder `rcp-jax fit --out` wrote: ECE and Brier of the rubric answers predicted "
+                             "from the raw BT scores vs the calibrated abilities, reliability diagram, local "
+                             "dependence, tau spread and item transfer (default: none)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="with --fit, where to write reliability.png, predictions.csv (one row per answer with "
+                             "p_raw, p_calibrated), calibration_report.csv, transfer.csv and diagnose.json "
+                             "(default: <fit folder>/diagnostics)")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="with --fit, skip reliability.png (default: drawn)")
     parser.add_argument("--metrics", help="comma-separated metric columns (default: the nDCG columns present)")
     parser.add_argument("--systems", help="comma-separated systems to consider (default: all)")
-    parser.add_argument("--atol", type=float, default=1e-9, help="tolerance of a tie (default 1e-9)")
+    parser.add_argument("--atol", type=float, default=1e-9, help="tolerance of a tie (default 1e-09)")
     parser.add_argument("--answers", help="rubric answers table, one row per answer: criterion (C1.. or 0-based "
-                        "index), answer (0/1) and predicted-probability columns")
+                        "index), answer (0/1) and predicted-probability columns, e.g. the predictions.csv that "
+                        "--fit writes (default: none)")
     parser.add_argument("--pred-cols", help="comma-separated prediction columns of --answers (default: columns "
                         "starting with p_)")
     parser.add_argument("--bins", type=int, default=10, help="ECE bins (default 10)")
-    parser.add_argument("--reliability-plot", help="write a reliability diagram (.png/.pdf/.svg)")
-    parser.add_argument("--queries", help="per-query calibration table with a tau column (tau spread)")
+    parser.add_argument("--reliability-plot", help="with --answers, write a reliability diagram (.png/.pdf/.svg; "
+                        "default: none)")
+    parser.add_argument("--queries", help="per-query calibration table with a tau column, for the tau spread "
+                        "(default: none; --fit reads the fit's own)")
 
 
 def _answers(path: str, pred_cols: str | None) -> tuple[pd.DataFrame, list[str]]:
@@ -69,10 +85,13 @@ def run(args: argparse.Namespace) -> int:
     from rcp_jax.compare import format_table
     from rcp_jax.diagnostics import calibration_report, tau_spread, undistinguishable_queries, undistinguishable_summary
 
-    if not (args.per_query or args.answers or args.queries):
-        raise DataError("nothing to diagnose: give a per-query table and/or --answers / --queries")
+    if not (args.per_query or args.answers or args.queries or args.fit):
+        raise DataError("nothing to diagnose: give --fit FOLDER (what `rcp-jax fit` wrote), a per-query table "
+                        "and/or --answers / --queries")
     result: dict = {}
     text: list[str] = []
+    if args.fit:
+        _diagnose_fit(args, result, text)
     if args.per_query:
         table = read_table(args.per_query, "per-query metrics")
         metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
@@ -114,3 +133,63 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n\n".join(text))
     return 0
+
+
+def _diagnose_fit(args, result: dict, text: list[str]) -> None:
+    """``--fit``: every calibration diagnostic of the paper from the files ``rcp-jax fit`` wrote."""
+    from rcp_jax.calibration import load_calibration
+    from rcp_jax.commands.evaluate import calibration_folder
+    from rcp_jax.compare import format_table
+    from rcp_jax.diagnostics import fit_report
+    from rcp_jax.io import atomic_write_csv, atomic_write_json
+
+    folder = args.fit
+    cal = load_calibration(calibration_folder(folder))
+    answers_path = folder / "answers.csv"
+    if not answers_path.is_file():
+        raise DataError(f"--fit {folder}: no answers.csv; pass the folder `rcp-jax fit --out` wrote (run fit again "
+                        "if it was written by an older version)")
+    answers = read_table(answers_path, "answers")
+    bt = read_table(folder / "bt.csv", "BT scores") if (folder / "bt.csv").is_file() else None
+    try:
+        report = fit_report(answers, cal, bt, n_bins=args.bins)
+    except DataError as err:
+        raise DataError(f"--fit {folder}: {err}") from None
+    out = args.out or folder / "diagnostics"
+    ece = report["ece"]
+    wide = ece.pivot(index="criterion", columns="model", values="ece").reindex([*cal.criteria, "all"])
+    wide = wide[["raw", "calibrated"]].reset_index()
+    brier = ece.pivot(index="criterion", columns="model", values="brier").reindex([*cal.criteria, "all"])
+    wide["brier_raw"], wide["brier_calibrated"] = brier["raw"].to_numpy(), brier["calibrated"].to_numpy()
+    dep, spread = report["local_dependence"], report["tau_spread"]
+    n_answers = len(report["predictions"])
+    text += [f"## Calibration of the rubric answers ({n_answers} answers, {args.bins} bins; raw = sigmoid of the BT "
+             "score on the item curves without the per-query tau and alpha, calibrated = the 2PL ability)",
+             format_table(wide.rename(columns={"raw": "ece_raw", "calibrated": "ece_calibrated"})),
+             f"local dependence, mean |corr| between criteria: raw {dep['raw']:.3f}, residual {dep['residual']:.3f} "
+             "(paper: 0.60 and 0.123)",
+             f"tau spread (95th / 5th percentile over {int(cal.queries['tau'].notna().sum())} queries): {spread:.2f} "
+             "(paper: about 3)"]
+    payload = {"fit": str(folder), "n_answers": n_answers, "ece": json.loads(ece.to_json(orient="records")),
+               "local_dependence": dep, "tau_spread": spread, "transfer_kind": report["transfer_kind"],
+               "transfer_note": report["transfer_note"]}
+    files = [atomic_write_csv(out / "predictions.csv", report["predictions"]),
+             atomic_write_csv(out / "calibration_report.csv", ece)]
+    text.append(f"## Item transfer\n{report['transfer_note']}")
+    if report["transfer"] is not None:
+        tr = report["transfer"].rename(columns={"dataset": "held_out"})
+        text.append(format_table(tr))
+        payload["transfer"] = json.loads(tr.to_json(orient="records"))
+        files.append(atomic_write_csv(out / "transfer.csv", tr))
+    if not args.no_plots:
+        from rcp_jax.plots_diagnostics import plot_reliability
+
+        pred = report["predictions"]
+        files.append(plot_reliability(
+            {"sigmoid(raw BT)": pred["p_raw"].to_numpy(), "2PL calibrated": pred["p_calibrated"].to_numpy()},
+            pred["answer"].to_numpy(), out / "reliability.png", n_bins=args.bins,
+            title=f"Rubric answers of {folder.name or folder} ({n_answers} answers)"))
+    files.append(atomic_write_json(out / "diagnose.json", payload))
+    payload["files"] = [str(f) for f in files]
+    result["fit"] = payload
+    text.append("written: " + ", ".join(str(f) for f in files))

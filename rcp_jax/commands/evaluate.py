@@ -20,7 +20,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qrels", type=Path, default=None, help="qrels for qrel-nDCG (TREC or BEIR TSV)")
     p.add_argument("--pools", type=Path, default=None, help="judged pools (pool restriction and input_order ties)")
     p.add_argument("--k", type=int, default=10, help="nDCG cut-off (default 10)")
-    p.add_argument("--protocol", default="plain", help="plain, nanobeir, bright, trecdl, vidore or mteb")
+    p.add_argument("--protocol", default="plain",
+                   help="tie rule, pool restriction and rounding: plain, nanobeir, bright, trecdl, vidore or mteb "
+                        "(default plain)")
     p.add_argument("--out", type=Path, default=None,
                    help="write per_query.csv and leaderboard.csv here (with --posterior also posterior_systems.csv, "
                         "posterior_pairs.csv, posterior_per_query.csv, the P(A > B) matrix posterior_p_better.csv and the "
@@ -32,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rope", type=float, default=0.02, help="region of practical equivalence |delta| (default 0.02)")
     p.add_argument("--unknown-docs", choices=["error", "warn", "ignore"], default="error",
                    help="a run scoring a document outside its query's pool (--pools, else the calibration): refuse "
-                        "(default), warn, or ignore (protocols such as plain and bright rank them with gain 0)")
+                        "(error, the default), warn, or ignore (protocols such as plain and bright rank them with gain 0)")
 
 
 def run(args) -> int:

@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chains", type=int, default=4,
                    help="NUTS chains (vectorised on one device, so 4 cost about the wall time of 2; default 4)")
     p.add_argument("--svi-steps", type=int, default=3000, help="optimisation steps of svi/laplace (default 3000)")
-    p.add_argument("--seed", type=int, default=0, help="inference seed (nuts/svi/laplace)")
+    p.add_argument("--seed", type=int, default=0, help="inference seed (nuts/svi/laplace; default 0)")
     p.add_argument("--keep-flagged", action="store_true",
                    help="also fit answers flagged in the store (e.g. a repeated answer planted in a document); "
                         "by default they are left out and listed as notes")

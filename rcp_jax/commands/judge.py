@@ -16,7 +16,7 @@ HELP = "judge a collection's pools (tournament + rubric) into an append-only, re
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_collection_args(p)
     add_judge_args(p)
-    p.add_argument("--store", type=Path, default=Path("rcp_runs/store"), help="judgement store folder (resumable)")
+    p.add_argument("--store", type=Path, default=Path("rcp_runs/store"), help="judgement store folder (resumable; default rcp_runs/store)")
     p.add_argument("--out", type=Path, default=None, help="also write window_scores.csv, answers.csv, bt.csv here")
     p.add_argument("--estimate", action="store_true", help="print planned calls, tokens and cost; call nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
