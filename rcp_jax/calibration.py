@@ -313,13 +313,9 @@ def degenerate_data_flags(
     flag("query_all_pass", query, list(passes.index[passes == trials]),
          "every rubric answer of {what} is 1: tau and alpha rest on the prior and the gains sit at the ceiling; "
          "check the pool and the rubric answers")
-    c_pass = judged[[f"{c}_pass" for c in criteria]].sum()
-    c_trials = judged["placements"].sum()
-    flag("criterion_never_passed", criterion, [c for c in criteria if c_pass[f"{c}_pass"] == 0],
-         "no document passes {what}: beta rests on the prior (the criterion is very hard, or the "
-         "judge never says yes); check the rubric answers")
-    flag("criterion_always_passed", criterion, [c for c in criteria if c_pass[f"{c}_pass"] == c_trials],
-         "every document passes {what}: beta rests on the prior; check the rubric answers")
+    c_pass = judged[[f"{c}_pass" for c in criteria]].sum().to_numpy(dtype=np.float64)
+    c_trials = np.full(k, float(judged["placements"].sum()))
+    flags += degenerate_criteria(list(criteria), c_pass, c_trials)
     theta = documents.groupby("query_id", sort=True)["theta"]
     spread = theta.max() - theta.min()
     flag("bt_no_spread", query, list(spread.index[(spread <= 1e-9) & (theta.size() > 1)]),
@@ -334,8 +330,61 @@ def degenerate_data_flags(
     return flags
 
 
+def degenerate_criteria(criteria: list[str], passes: np.ndarray, trials: np.ndarray) -> list[dict]:
+    """Criteria every answer of which is "no" (never passed) or "yes" (always passed), with counts.
+
+    Args:
+        criteria: C1..CK. passes, trials: float[C] answer counts per criterion over all documents.
+
+    Returns:
+        list of ``{"kind", "ids", "message"}`` flags (kinds ``criterion_never_passed`` and
+        ``criterion_always_passed``, as :func:`degenerate_data_flags`); each message names the criteria and
+        their counts in plain numbers.
+    """
+    flags = []
+    for kind, hit, text in (
+        ("criterion_never_passed", passes == 0,
+         "no document passes {what}: its difficulty rests on the prior (the criterion is very hard, or the "
+         "judge never says yes); check the rubric answers"),
+        ("criterion_always_passed", (passes == trials) & (trials > 0),
+         "every document passes {what}: its difficulty rests on the prior; check the rubric answers"),
+    ):
+        ids = [c for c, h in zip(criteria, hit) if h]
+        if not ids:
+            continue
+        shown = ", ".join(f"{c!r} (yes in {int(passes[criteria.index(c)])} of {int(trials[criteria.index(c)])} "
+                          "answers)" for c in ids)
+        what = f"{'criterion' if len(ids) == 1 else 'criteria'} {shown}"
+        flags.append({"kind": kind, "ids": ids, "message": text.format(what=what)})
+    return flags
+
+
+def _resting_difficulty(ability: np.ndarray, weight: np.ndarray, target: float) -> float:
+    """Difficulty ``b`` at which a criterion of discrimination 1 is passed with mean probability ``target``
+    by abilities float[I] weighted by ``weight`` float[I] (answers per item): a monotone 1-D root."""
+    from scipy.optimize import brentq
+    from scipy.special import expit
+
+    w = weight / weight.sum()
+
+    def excess(b: float) -> float:
+        return float((w * expit(ability - b)).sum()) - target
+
+    lo, hi = float(ability.min()) - 60.0, float(ability.max()) + 60.0
+    return float(brentq(excess, lo, hi, xtol=1e-12))
+
+
 def fit_rubric_only(answers: pd.DataFrame, *, n_points: int = 561, grid: tuple[float, float] = (-18.0, 10.0)) -> Calibration:
     """Rubric-only calibration (no tournament): marginal-ML 2PL, EAP abilities.
+
+    A criterion that no answer passes (or every answer passes) says nothing about the abilities: its
+    marginal-ML difficulty is infinite, and under the tiny rubric-only ridge it used to take most of the
+    discrimination (gamma 2.9 of 5), weighting every gain towards 0. It is handled as :func:`calibrate`
+    handles it: a :class:`CalibrationWarning` names it with its counts (``info["flags"]``, the same kinds),
+    and its parameters rest on the prior: it is left out of the marginal-ML fit of the other criteria,
+    gets discrimination 1 (the equal share that calibrate's prior on the discriminations favours) and the
+    difficulty at which the fitted abilities would pass (fail) it half an answer in ``answers + 1``
+    (a Jeffreys-style half count), so it adds almost nothing (almost the full weight) to every gain.
 
     Args:
         answers: one row per placement, ``query_id, doc_id, C1..CK`` (0/1).
@@ -344,18 +393,34 @@ def fit_rubric_only(answers: pd.DataFrame, *, n_points: int = 561, grid: tuple[f
     Returns:
         :class:`Calibration` with ``method="rubric_only"``; ``gamma`` sums to K and ``beta`` has mean 0;
         ``documents.ability`` is the EAP ability and ``documents.ability_sd`` its posterior SD.
+
+    Raises:
+        CalibrationError: every criterion is never or always passed (nothing to calibrate).
+    Warns:
+        CalibrationWarning: a criterion is never or always passed (named, with its counts).
     """
     ans, crit = validate_answers(answers)
     counts = _placement_counts(ans, crit)
     passes = counts[[f"{c}_pass" for c in crit]].to_numpy()
     trials = np.repeat(counts["placements"].to_numpy()[:, None], len(crit), axis=1)
-    fit = irt.fit_rubric_only(passes, trials, n_points=n_points, grid=grid)
+    flags = degenerate_criteria(crit, passes.sum(axis=0), trials.sum(axis=0))
+    for flag in flags:
+        warnings.warn(flag["message"], CalibrationWarning, stacklevel=2)
+    degenerate = {c for f in flags for c in f["ids"]}
+    informative = np.array([c not in degenerate for c in crit])
+    if not informative.any():
+        raise CalibrationError(
+            f"every criterion is never or always passed ({'; '.join(f['message'].split(':')[0] for f in flags)}); "
+            "the rubric answers carry no information about relevance: check the judge's rubric answers"
+        )
+    fit = irt.fit_rubric_only(passes[:, informative], trials[:, informative], n_points=n_points, grid=grid)
+    gamma, beta, ability = _with_resting_criteria(fit, crit, informative, passes, trials)
     k = len(crit)
     docs = counts[["query_id", "doc_id", "placements"]].copy()
     docs["theta_bt"] = np.nan
-    docs["ability"] = fit.ability
+    docs["ability"] = ability
     docs["ability_sd"] = fit.ability_sd
-    docs["gain"] = gain(fit.ability, fit.gamma, fit.beta)
+    docs["gain"] = gain(ability, gamma, beta)
     docs["count_gain"] = passes.sum(axis=1) / (k * counts["placements"].to_numpy())
     docs["placements"] = docs["placements"].astype(np.int64)
     docs = docs[["query_id", "doc_id", "theta_bt", "ability", "ability_sd", "gain", "placements", "count_gain"]]
@@ -364,9 +429,30 @@ def fit_rubric_only(answers: pd.DataFrame, *, n_points: int = 561, grid: tuple[f
                             "n_docs": per_q["n_docs"].to_numpy(), "n_answers": (per_q["placements"] * k).astype(int).to_numpy(),
                             "calibrated": True})
     return Calibration(
-        criteria=crit, gamma=fit.gamma, beta=fit.beta, queries=queries, documents=docs, method="rubric_only",
-        info={"log_likelihood": fit.log_likelihood, "converged": fit.converged, "grid": (n_points, *grid)},
+        criteria=crit, gamma=gamma, beta=beta, queries=queries, documents=docs, method="rubric_only",
+        info={"log_likelihood": fit.log_likelihood, "converged": fit.converged, "grid": (n_points, *grid),
+              "flags": flags},
     )
+
+
+def _with_resting_criteria(fit, crit: list[str], informative: np.ndarray, passes: np.ndarray, trials: np.ndarray):
+    """Item parameters float64[K] for every criterion and abilities float64[I], on an axis where gamma
+    sums to K and beta has mean 0: the fitted criteria keep their values, the degenerate ones get
+    discrimination 1 and their resting difficulty (see :func:`fit_rubric_only`)."""
+    k = len(crit)
+    gamma = np.ones(k)
+    beta = np.zeros(k)
+    gamma[informative] = fit.gamma  # sums to the number of fitted criteria; the others add 1 each
+    beta[informative] = fit.beta
+    ability = np.asarray(fit.ability, dtype=np.float64)
+    weight = trials[:, 0]
+    for j in np.flatnonzero(~informative):
+        total = float(trials[:, j].sum())
+        never = passes[:, j].sum() == 0
+        target = 0.5 / (total + 1.0) if never else 1.0 - 0.5 / (total + 1.0)
+        beta[j] = _resting_difficulty(ability, weight, target)
+    shift = beta.mean()  # gains depend on ability - beta only: re-centre both
+    return gamma, beta - shift, ability - shift
 
 
 def save_calibration(calibration: Calibration, folder) -> None:
