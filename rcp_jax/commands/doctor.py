@@ -127,7 +127,7 @@ def _doc_text(collection, query: str, doc: str) -> str:
 async def _ask(judge, collection, window) -> Probe:
     from judging.errors import JudgeError
     from judging.judge import JudgeRequest
-    from judging.parse import echoed_documents, parse_answer
+    from judging.parse import ParseResult, echoed_documents, parse_answer
 
     texts = [_doc_text(collection, window.query_id, d) for d in window.doc_ids]
     rendered = judge.render(window, collection.queries[window.query_id], texts)
@@ -141,8 +141,12 @@ async def _ask(judge, collection, window) -> Probe:
         probe.error, probe.error_type = str(err), type(err).__name__
         return probe
     probe.latency_s = round(time.perf_counter() - started, 3)
-    parsed = parse_answer(completion.text, stage=window.stage, doc_ids=window.doc_ids,
-                          n_criteria=rendered.n_criteria, finish_reason=completion.finish_reason)
+    malformed = getattr(completion, "malformed", None)  # a reply without any answer (e.g. no choices)
+    if malformed:
+        parsed = ParseResult(valid=False, category="malformed_response", detail=str(malformed))
+    else:
+        parsed = parse_answer(completion.text, stage=window.stage, doc_ids=window.doc_ids,
+                              n_criteria=rendered.n_criteria, finish_reason=completion.finish_reason)
     probe.valid, probe.category, probe.detail = parsed.valid, parsed.category, parsed.detail
     probe.raw_answer, probe.finish_reason = completion.text, completion.finish_reason
     probe.prompt_tokens = completion.usage.prompt_tokens
@@ -228,6 +232,9 @@ def verdict(probes: list[Probe], *, structured: str, max_tokens: int | None) -> 
         else:
             advice.append(f"the JSON does not have the asked shape even with --structured-output {structured}: "
                           "use a larger, instruction-tuned model")
+    if "malformed_response" in cats:
+        advice.append("the server's reply held no answer at all: check its log; often an option it does not "
+                      f"support (try --structured-output none, now {structured}, or drop --extra-params)")
     if "refused" in cats:
         advice.append("the model refused: use another model (or check the server's content filter)")
     advice.append("run rcp-jax doctor again after each change; judge a collection only once both windows parse")
