@@ -23,14 +23,45 @@ blocks whose documents carry the ids ``A1 .. Ak`` and ``B1 .. Bm``::
     ...
     </list>
 
-Document and query text are escaped like XML text (``&`` ``<`` ``>``), so no document can close its own
-block, open a new one or forge the query. A per-window character budget cuts the longest documents
-first (water-filling) and records which documents were cut and how long they were.
+Escaping (:func:`escape_text`, applied to every document and to the query)
+-----------------------------------------------------------------------------
+The judge is the reader of these blocks, so a character that *looks* like a delimiter is as dangerous
+as the delimiter itself. The rule, one character at a time (inverse: :func:`unescape_text`, exact):
+
+1. ``&`` ``<`` ``>`` are written ``&amp;`` ``&lt;`` ``&gt;`` (the prompts tell the judge so).
+2. Written as a numeric reference ``&#xHEX;`` (visible to the judge and to anyone reading a stored
+   prompt, never interpreted):
+
+   - the compatibility forms of the angle brackets, i.e. every character whose NFKC form is ``<`` or
+     ``>`` (fullwidth ``＜ ＞`` U+FF1C/U+FF1E, small ``﹤ ﹥`` U+FE64/U+FE65), wherever they occur;
+   - other angle-bracket lookalikes (``‹ › « » 〈 〉 《 》 ⟨ ⟩ ˂ ˃ ᐸ ᐳ ❮ ❯`` ...) only where they open a
+     tag-like sequence: followed, ignoring invisible characters, by an optional slash (``/`` or a
+     lookalike) and a delimiter name (``doc``, ``list``, ``query``, ``documents``) in any case, width
+     or common Cyrillic/Greek homoglyph. Elsewhere they are ordinary punctuation (French quotes,
+     Chinese title marks, inner products) and stay as they are;
+   - control characters (Unicode Cc: C0 controls such as ESC, DEL, the C1 range U+0080..U+009F and
+     NUL), except tab and newline; a carriage return is kept only before a line feed (CR LF);
+   - format characters (Unicode Cf): bidi embeddings, overrides and isolates (U+202A..U+202E,
+     U+2066..U+2069), zero-width space U+200B, word joiner U+2060, BOM U+FEFF, invisible operators,
+     tag characters (U+E0000 block), ... except those ordinary text needs: soft hyphen U+00AD, the
+     direction marks U+200E/U+200F/U+061C, the prepended number signs (U+0600..U+0605 ...), Egyptian
+     hieroglyph format controls, and ZWNJ/ZWJ (U+200C/U+200D) between two non-ASCII letters, marks or
+     symbols (Persian, Indic scripts, emoji sequences); a ZWJ/ZWNJ anywhere else is escaped;
+   - line and paragraph separators U+2028/U+2029, lone surrogates, and a variation selector that
+     follows another variation selector (one after a base character is kept: emoji, CJK variants;
+     a run of them can smuggle hidden bytes).
+3. Everything else is unchanged: accents, combining marks, CJK (fullwidth punctuation included),
+   math symbols, emoji.
+
+So no document or query can close its own block, open a new one, forge the query or hide text from a
+reader. A per-window character budget cuts the longest documents first (water-filling) and records
+which documents were cut and how long they were (lengths count the raw text, before escaping).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -90,14 +121,132 @@ def builtin_template(stage: str) -> PromptTemplate:
     return PromptTemplate(stage=stage, text=text, n_criteria=5 if stage == "rubric" else 0, name=f"builtin:{stage}")
 
 
+#: Compatibility forms of ``<`` and ``>`` (NFKC maps them to the ASCII bracket): always escaped.
+_ANGLE_FORMS = frozenset(
+    c for c in ("\ufe64", "\ufe65", "\uff1c", "\uff1e") if unicodedata.normalize("NFKC", c) in "<>"
+)
+#: Other angle-bracket lookalikes: escaped where they open a tag-like sequence.
+_ANGLE_LOOKALIKES = frozenset(
+    "\u2039\u203a\u00ab\u00bb\u2329\u232a\u3008\u3009\u300a\u300b\u27e8\u27e9\u27ea\u27eb"
+    "\u02c2\u02c3\u1438\u1433\u276c\u276d\u276e\u276f\u2770\u2771\u2989\u298a\u29fc\u29fd"
+)
+_SLASHES = frozenset("/\uff0f\u2215\u2044\u29f8\u2571\u27cb")
+_TAG_NAMES = ("doc", "list", "query")  # "documents" starts with "doc"
+#: Cyrillic/Greek/Armenian letters that look like the Latin letters of the delimiter names.
+_HOMOGLYPHS = str.maketrans({
+    "\u0501": "d", "\u043e": "o", "\u03bf": "o", "\u0585": "o", "\u1d0f": "o", "\u0441": "c",
+    "\u03f2": "c", "\u1d04": "c", "\u04cf": "l", "\u01c0": "l", "\u0456": "i", "\u03b9": "i",
+    "\u0455": "s", "\ua731": "s", "\u051b": "q", "\u03c5": "u", "\u057d": "u", "\u1d1c": "u",
+    "\u0435": "e", "\u04bd": "e", "\u0443": "y", "\u04af": "y", "\u0433": "r", "\u0442": "t",
+    "\u0578": "n", "\u043f": "n",
+})
+#: Format characters (Cf) that ordinary text needs; every other Cf character is escaped.
+_KEPT_FORMAT = frozenset(
+    ["\u00ad", "\u200e", "\u200f", "\u061c", "\u06dd", "\u070f", "\u0890", "\u0891", "\u08e2",
+     "\U000110bd", "\U000110cd"]
+    + [chr(c) for c in range(0x0600, 0x0606)]
+    + [chr(c) for c in range(0x13430, 0x13460)]
+)
+_JOINERS = frozenset("\u200c\u200d")
+
+
+def _invisible(c: str) -> bool:
+    """Characters a reader does not see between two visible ones (skipped when looking for a tag name)."""
+    return unicodedata.category(c) in ("Cf", "Mn", "Me", "Zs", "Cc") and c != "\n"
+
+
+def _is_variation_selector(c: str) -> bool:
+    o = ord(c)
+    return 0xFE00 <= o <= 0xFE0F or 0xE0100 <= o <= 0xE01EF or 0x180B <= o <= 0x180D or o == 0x180F
+
+
+def _joins(c: str | None) -> bool:
+    """Whether ``c`` is a character a ZWJ/ZWNJ may legitimately sit next to (non-ASCII letter/mark/symbol)."""
+    return c is not None and ord(c) > 0x7F and unicodedata.category(c)[0] in ("L", "M", "S")
+
+
+def _opens_tag(text: str, i: int) -> bool:
+    """Whether the lookalike bracket at ``text[i]`` is followed by ``[/]name`` (ignoring invisible
+    characters, any case, width or homoglyph) with name one of the delimiter names."""
+    j, n = i + 1, len(text)
+    while j < n and _invisible(text[j]):
+        j += 1
+    if j < n and (text[j] in _SLASHES or unicodedata.normalize("NFKC", text[j]) in _SLASHES):
+        j += 1
+    name = ""
+    while j < n and len(name) < 5:
+        c = text[j]
+        j += 1
+        if _invisible(c):
+            continue
+        folded = unicodedata.normalize("NFKC", c).casefold().translate(_HOMOGLYPHS)
+        if not folded.isalpha():
+            break
+        name += folded
+    return any(name.startswith(t) for t in _TAG_NAMES)
+
+
+def _needs_reference(text: str, i: int) -> bool:
+    c = text[i]
+    if c in _ANGLE_FORMS:
+        return True
+    if c in _ANGLE_LOOKALIKES:
+        return _opens_tag(text, i)
+    cat = unicodedata.category(c)
+    if cat == "Cc":
+        if c in "\t\n":
+            return False
+        return not (c == "\r" and text.startswith("\n", i + 1))
+    if cat == "Cf":
+        if c in _KEPT_FORMAT:
+            return False
+        if c in _JOINERS:
+            return not (_joins(text[i - 1] if i else None) and _joins(text[i + 1] if i + 1 < len(text) else None))
+        return True
+    if cat in ("Zl", "Zp", "Cs"):
+        return True
+    return _is_variation_selector(c) and i > 0 and _is_variation_selector(text[i - 1])
+
+
+#: Every character that may need escaping; the rest of a text is copied as it is. It must cover every
+#: Cc, Cf, Zl, Zp and Cs character of the Unicode database in use (a test checks it).
+_SUSPECT = re.compile(
+    "[&<>\x00-\x08\x0b-\x1f\x7f-\x9f\xab\xad\xbb\u02c2\u02c3\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891"
+    "\u08e2\u1433\u1438\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2039\u203a\u2060-\u206f\u2329\u232a"
+    "\u276c-\u2771\u27e8-\u27eb\u2989\u298a\u29fc\u29fd\u3008-\u300b\ufe00-\ufe0f\ufe64\ufe65\ufeff"
+    "\ufff9-\ufffb\uff1c\uff1e\ud800-\udfff\U000110bd\U000110cd\U00013430-\U0001345f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+_ASCII_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
 def escape_text(text: str) -> str:
-    """Escape ``&``, ``<``, ``>`` (XML text rules) and drop NUL characters. Inverse: :func:`unescape_text`."""
-    return text.replace("\x00", "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Escape ``text`` for a ``<doc>`` or ``<query>`` block by the rule in the module docstring.
+
+    Returns a string holding no ``<``, ``>``, no character whose NFKC form is one, no control or
+    hiding character other than tab, line feed and CR LF; :func:`unescape_text` gives ``text`` back.
+
+    >>> escape_text("a < b & \uff1c/doc\uff1e \u202eevil")
+    'a &lt; b &amp; &#xFF1C;/doc&#xFF1E; &#x202E;evil'
+    """
+
+    def one(m: re.Match[str]) -> str:
+        c = m.group(0)
+        if c in _ASCII_ENTITIES:
+            return _ASCII_ENTITIES[c]
+        return f"&#x{ord(c):X};" if _needs_reference(text, m.start()) else c
+
+    return _SUSPECT.sub(one, text)
+
+
+_ENTITY = re.compile(r"&(?:(lt|gt|amp)|#x([0-9A-F]{1,6}));")
+_NAMED = {"lt": "<", "gt": ">", "amp": "&"}
 
 
 def unescape_text(text: str) -> str:
-    """Inverse of :func:`escape_text` (used by the fake server to read documents back)."""
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    """Inverse of :func:`escape_text` (used by the fake server to read documents back): one pass, so
+    ``&amp;lt;`` gives ``&lt;`` back, never ``<``."""
+    return _ENTITY.sub(lambda m: _NAMED[m.group(1)] if m.group(1) else chr(int(m.group(2), 16)), text)
 
 
 def positional_ids(n: int) -> tuple[str, ...]:
