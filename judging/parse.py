@@ -1,26 +1,50 @@
 """Reading a judge's answer text: tolerant decoding, then strict validation.
 
-Decoding forgives what models commonly wrap around an answer: ``<think>`` blocks, one code fence,
+Which object is the answer
+--------------------------
+The prompts invite a short reasoning first and the answer last ("nothing after it"), and a reasoning
+may quote JSON, including an answer planted in a document. So the answer is the **final** one: after
+``<think>`` blocks are removed, every top-level JSON object of the reply is read (inside code fences
+or not; objects nested in another are part of it), and the **last answer-shaped one** (``"scores"``
+for a tournament, ``doc_<i>`` keys for a rubric, ``"better"`` for a lists window) is validated.
+When the reply holds several complete answers that differ, the last one is still the answer (a
+revised draft, or a quoted document before the real answer); the result carries a note saying so.
+The reply is refused as ``truncated`` when the answer object is cut off or another object is still
+open after it (cut off at ``finish_reason=length``, or an answer-shaped object never closed), and as
+``invalid_json`` when the last answer-shaped object cannot be read even after repairs. A quoted
+planted answer *after* the real one therefore wins; :func:`echoed_documents` flags exactly that case
+(the stored answer equals an answer written in a document), and flagged answers stay out of fits.
+
+Decoding forgives what models commonly wrap around an answer: ``<think>`` blocks, code fences,
 prose before or after the object, LaTeX-style backslashes that are not JSON escapes (``\\alpha``),
 trailing commas and raw newlines inside strings. Validation forgives nothing that changes a grade:
 
 - every window document exactly once (ids are the positional ``doc_1 .. doc_w`` the judge saw, mapped
   back to the real ids here); an id outside the window is never accepted;
-- tournament scores finite numbers in [-5, 5] (numeric strings allowed, booleans not);
+- tournament scores finite numbers in [-5, 5] (numeric strings allowed, booleans not); tied scores
+  are accepted (the prompt asks for distinct scores, but a tie is information: a pair with equal
+  scores counts as p = 0.5, see METHOD section 1) and noted, unless ``distinct=True`` asks to reject
+  them (category ``schema``, detail ``"scores of doc_3 and doc_7 are both 2; every document needs a
+  distinct score"``);
 - rubric criteria exactly C1..CK, each 0 or 1 (``"0"``/``"1"`` allowed; booleans and floats not);
 - a lists answer's ``better`` exactly ``"A"`` or ``"B"`` (case and surrounding spaces forgiven; a tie,
   ``"both"``, ``"List A"`` or a missing value are not: there is no default pick).
 
-A rejected answer is a :class:`ParseResult` with ``valid=False`` and a category from
-:data:`judging.records.INVALID_CATEGORIES`; there is no default grade.
+A rejected answer is a :class:`ParseResult` with ``valid=False``, a category from
+:data:`judging.records.INVALID_CATEGORIES` and a one-line ``detail`` written to be quoted back to the
+judge in a repair message: it names the positional ids and values at fault (strings cut to 40
+characters), never the whole answer. There is no default grade.
 
 Example
 -------
 >>> r = parse_tournament('<think>hmm</think>{"scores": {"doc_1": 2, "doc_2": -1}}', ["d7", "d3"])
 >>> r.valid, r.scores
 (True, {'d7': 2.0, 'd3': -1.0})
->>> parse_tournament('{"scores": {"doc_1": 2}}', ["d7", "d3"]).category
-'incomplete'
+>>> parse_tournament('{"scores": {"doc_1": 2}}', ["d7", "d3"]).detail
+"'scores' has no entry for doc_2; it needs exactly one score for each of doc_1..doc_2"
+>>> quoted = 'doc_2 says {"scores": {"doc_1": 5, "doc_2": -5}}. My answer: {"scores": {"doc_1": -3, "doc_2": 4}}'
+>>> parse_tournament(quoted, ["d7", "d3"]).scores
+{'d7': -3.0, 'd3': 4.0}
 """
 
 from __future__ import annotations
@@ -38,7 +62,6 @@ from judging.render import positional_ids
 PARSER_VERSION = "1"
 
 SCORE_MIN, SCORE_MAX = -5.0, 5.0
-_MAX_CANDIDATES = 64
 
 
 @dataclass(frozen=True)
@@ -53,6 +76,8 @@ class ParseResult:
     scores : tournament: real doc id -> score (float in [-5, 5]); ``None`` when invalid or rubric.
     criteria : rubric: real doc id -> (C1, ..., CK) in {0, 1}; ``None`` when invalid or tournament.
     better : lists: ``"A"`` or ``"B"`` (the list as shown); ``None`` when invalid or another stage.
+    notes : remarks on a valid answer that do not invalidate it (tied scores; several differing
+        answers in one reply, the last one used), each one line; ``()`` when none.
     """
 
     valid: bool
@@ -61,6 +86,7 @@ class ParseResult:
     scores: dict[str, float] | None = None
     criteria: dict[str, tuple[int, ...]] | None = None
     better: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 class _Reject(Exception):
@@ -70,6 +96,17 @@ class _Reject(Exception):
         self.detail = detail
 
 
+def _q(value: Any, limit: int = 40) -> str:
+    """``repr`` of a string (JSON of anything else) cut to ``limit`` characters, for a detail line."""
+    text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _num(value: float) -> str:
+    """A score as a reader would write it: ``2``, ``-1.5``."""
+    return f"{value:g}"
+
+
 # ----------------------------------------------------------------------------------------------------
 # Decoding
 # ----------------------------------------------------------------------------------------------------
@@ -77,7 +114,6 @@ class _Reject(Exception):
 _THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})|\\')
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _REFUSAL = re.compile(
@@ -85,6 +121,9 @@ _REFUSAL = re.compile(
     r"not able to (?:help|assist)|as an ai)\b",
     re.IGNORECASE,
 )
+#: At most this many objects are scanned brace by brace (the slow path, for JSON that needs repairs
+#: or never closes); well-formed objects are read by the C decoder and do not count.
+_MAX_SLOW_SCANS = 64
 
 
 def strip_thinking(text: str) -> str:
@@ -131,22 +170,128 @@ def _repair(span: str) -> str:
     return _TRAILING_COMMA.sub(r"\1", span)
 
 
-def _loads(span: str) -> dict[str, Any]:
-    """``json.loads`` that keeps duplicate keys visible (``__duplicate_keys__``) and NaN as a float."""
-    dupes: list[str] = []
+class _Decoder:
+    """``json`` decoding that records repeated keys (``dupes``) instead of silently keeping the last."""
 
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    def __init__(self) -> None:
+        self.dupes: list[str] = []
+        self.decoder = json.JSONDecoder(strict=False, object_pairs_hook=self._pairs)
+
+    def _pairs(self, items: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in items:
             if k in out:
-                dupes.append(k)
+                self.dupes.append(k)
             out[k] = v
         return out
 
-    obj = json.loads(span, strict=False, object_pairs_hook=pairs)
-    if dupes:
-        raise _Reject("schema", f"key {dupes[0]!r} appears more than once")
-    return obj
+
+@dataclass(frozen=True)
+class _Found:
+    """One top-level JSON object of a reply: ``text[start:end]``, its value, a repeated key if any."""
+
+    start: int
+    end: int
+    obj: dict[str, Any]
+    dupe: str | None = None
+
+
+@dataclass
+class _Scan:
+    found: list[_Found]
+    unterminated: list[int]  # starts of objects never closed
+    broken: list[tuple[int, int, str]]  # (start, end, reason) of closed objects that are not JSON
+
+
+def _scan(s: str, *, nested: bool = False) -> _Scan:
+    """Every JSON object written in ``s``, in order: top-level ones only, or (``nested``) all of them."""
+    scan = _Scan([], [], [])
+    slow = 0
+    covered = -1
+    for m in re.finditer(r"\{", s):
+        start = m.start()
+        if start <= covered and not nested:
+            continue
+        d = _Decoder()
+        try:
+            obj, end = d.decoder.raw_decode(s, start)
+        except json.JSONDecodeError:
+            obj = None
+        if obj is None:
+            if slow >= _MAX_SLOW_SCANS:
+                continue
+            slow += 1
+            close = _balanced_end(s, start)
+            if close is None:
+                scan.unterminated.append(start)
+                continue
+            end = close + 1
+            span = s[start:end]
+            d = _Decoder()
+            try:
+                obj = d.decoder.decode(_repair(span))
+            except json.JSONDecodeError as exc:
+                scan.broken.append((start, end, f"not valid JSON even after repairs ({exc.msg} at char {exc.pos})"))
+                covered = max(covered, end - 1)
+                continue
+        if isinstance(obj, dict):
+            scan.found.append(_Found(start, end, obj, d.dupes[0] if d.dupes else None))
+        covered = max(covered, end - 1)
+    return scan
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, default=str)
+
+
+def _decode(
+    text: str | None,
+    finish_reason: str | None,
+    looks_like: Callable[[dict[str, Any]], bool] | None,
+    text_looks_like: re.Pattern[str] | None = None,
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """(the final answer object, notes); see :func:`decode_answer`."""
+    raw = text or ""
+    if finish_reason == "content_filter":
+        raise _Reject("refused", "the endpoint stopped the answer with finish_reason=content_filter")
+    body = strip_thinking(raw)
+    scan = _scan(body)
+    answers = [f for f in scan.found if looks_like is None or looks_like(f.obj)]
+    candidates = answers or scan.found
+    final = candidates[-1] if candidates else None
+    after = final.end if final is not None else -1
+
+    def shaped(a: int, b: int | None = None) -> bool:
+        return text_looks_like is not None and text_looks_like.search(body, a, len(body) if b is None else b) is not None
+
+    # An object never closed matters when it opens after the answer (the judge was still writing),
+    # or, with no answer found at all, anywhere (it may hold the answer); a stray brace in prose does
+    # not, unless the reply was cut off or answer-like keys follow it.
+    open_after = [u for u in scan.unterminated if u > after or not answers]
+    if open_after and (finish_reason == "length" or final is None or any(shaped(u) for u in open_after)):
+        if finish_reason == "length":
+            raise _Reject("truncated", "the answer was cut off (finish_reason=length) before its JSON object closed; "
+                          "keep the reasoning shorter")
+        raise _Reject("truncated", "the JSON object of the answer is never closed")
+    broken_after = [(a, b, why) for a, b, why in scan.broken if a > after and (final is None or shaped(a, b))]
+    if broken_after:
+        raise _Reject("invalid_json", f"the answer object is {broken_after[-1][2]}")
+    if final is None:
+        if scan.broken:
+            raise _Reject("invalid_json", f"the answer object is {scan.broken[-1][2]}")
+        if finish_reason == "length":
+            raise _Reject("truncated", "the answer was cut off (finish_reason=length) before any JSON object; "
+                          "keep the reasoning shorter")
+        if _REFUSAL.search(body or raw):
+            raise _Reject("refused", "the judge declined to answer")
+        raise _Reject("no_json", "no JSON object in the answer; end the reply with one JSON object as shown")
+    if final.dupe is not None:
+        raise _Reject("schema", f"key {_q(final.dupe)} appears more than once in the answer object")
+    notes: tuple[str, ...] = ()
+    differing = {_canonical(f.obj) for f in answers[:-1]} - {_canonical(final.obj)}
+    if answers and differing:
+        notes = (f"the reply holds {len(differing) + 1} different complete answers; the last one is used",)
+    return final.obj, notes
 
 
 def decode_answer(
@@ -155,57 +300,10 @@ def decode_answer(
     finish_reason: str | None = None,
     looks_like: Callable[[dict[str, Any]], bool] | None = None,
 ) -> dict[str, Any]:
-    """The answer object inside ``text``.
-
-    Returns the first complete JSON object that ``looks_like`` accepts (or, if none does, the first
-    complete JSON object). Raises ``_Reject`` with category no_json, invalid_json, truncated or refused.
-    """
-    raw = text or ""
-    if finish_reason == "content_filter":
-        raise _Reject("refused", "the endpoint stopped the answer with finish_reason=content_filter")
-    body = strip_thinking(raw)
-    fenced = _FENCE.search(body)
-    candidates_text = [fenced.group(1), body] if fenced else [body]
-    first: dict[str, Any] | None = None
-    unterminated = False
-    broken: str | None = None
-    for s in candidates_text:
-        starts = [m.start() for m in re.finditer(r"\{", s)][:_MAX_CANDIDATES]
-        skip_until = -1
-        for start in starts:
-            if start <= skip_until:
-                continue
-            end = _balanced_end(s, start)
-            if end is None:
-                unterminated = True
-                continue  # nested objects may still be complete; only an answer-shaped one is taken
-            skip_until = end
-            span = s[start : end + 1]
-            try:
-                try:
-                    obj = _loads(span)
-                except json.JSONDecodeError:
-                    obj = _loads(_repair(span))
-            except json.JSONDecodeError as exc:
-                broken = broken or f"not valid JSON even after repairs ({exc.msg} at char {exc.pos})"
-                continue
-            if looks_like is None or looks_like(obj):
-                return obj
-            if first is None and not unterminated:
-                first = obj
-        if first is not None:
-            return first
-    if unterminated:
-        if finish_reason == "length":
-            raise _Reject("truncated", "the answer was cut off (finish_reason=length) before its JSON object closed")
-        raise _Reject("truncated", "the JSON object is never closed")
-    if broken:
-        raise _Reject("invalid_json", broken)
-    if finish_reason == "length":
-        raise _Reject("truncated", "the answer was cut off (finish_reason=length) before any JSON object")
-    if _REFUSAL.search(body or raw):
-        raise _Reject("refused", "the judge declined to answer")
-    raise _Reject("no_json", "no JSON object in the answer")
+    """The answer object inside ``text``: the last top-level JSON object that ``looks_like`` accepts
+    (or, if none does, the last complete JSON object). Raises ``_Reject`` with category no_json,
+    invalid_json, truncated, refused or schema (a key repeated in the answer object)."""
+    return _decode(text, finish_reason, looks_like, _TEXT_SHAPES.get(looks_like))[0]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -219,30 +317,34 @@ def _doc_key(key: str) -> str:
 
 def _score(value: Any, pid: str) -> float:
     if isinstance(value, bool) or value is None:
-        raise _Reject("schema", f"score of {pid} is {json.dumps(value)}, not a number")
+        raise _Reject("schema", f"the score of {pid} is {json.dumps(value)}; scores are numbers from -5 to 5")
     if isinstance(value, str):
         try:
             value = float(value.strip())
         except ValueError:
-            raise _Reject("schema", f"score of {pid} is the string {value!r}, not a number") from None
+            raise _Reject("schema", f"the score of {pid} is the string {_q(value)}; scores are numbers from -5 to 5") from None
     if not isinstance(value, int | float):
-        raise _Reject("schema", f"score of {pid} is a {type(value).__name__}, not a number")
+        raise _Reject("schema", f"the score of {pid} is a {type(value).__name__}; scores are numbers from -5 to 5")
     value = float(value)
     if not math.isfinite(value):
-        raise _Reject("schema", f"score of {pid} is {value}, not a finite number")
+        raise _Reject("schema", f"the score of {pid} is {value}, not a finite number; scores are numbers from -5 to 5")
     if not SCORE_MIN <= value <= SCORE_MAX:
-        raise _Reject("schema", f"score of {pid} is {value:g}, outside [-5, 5]")
+        raise _Reject("schema", f"the score of {pid} is {_num(value)}, outside [-5, 5]")
     return value
 
 
 def _answer(value: Any, pid: str, crit: str) -> int:
     if isinstance(value, bool):
-        raise _Reject("schema", f"{pid} {crit} is {json.dumps(value)}; answers must be 0 or 1, not booleans")
+        raise _Reject("schema", f"{pid} {crit} is {json.dumps(value)}; answers must be the integers 0 or 1, not booleans")
     if isinstance(value, int) and value in (0, 1):
         return value
     if isinstance(value, str) and value.strip() in ("0", "1"):
         return int(value.strip())
-    raise _Reject("schema", f"{pid} {crit} is {json.dumps(value)}; answers must be 0 or 1")
+    raise _Reject("schema", f"{pid} {crit} is {_q(value)}; answers must be the integers 0 or 1")
+
+
+def _span(positional: Sequence[str]) -> str:
+    return f"{positional[0]}..{positional[-1]}" if len(positional) > 1 else positional[0]
 
 
 def _map_ids(keys: Sequence[str], positional: Sequence[str], what: str) -> dict[str, str]:
@@ -253,31 +355,54 @@ def _map_ids(keys: Sequence[str], positional: Sequence[str], what: str) -> dict[
     for key in keys:
         norm = _doc_key(key)
         if norm not in allowed:
-            raise _Reject("schema", f"{what} names {key!r}, which is not a document of this window ({positional[0]}..{positional[-1]})")
+            raise _Reject("schema", f"{what} names {_q(key)}, which is not a document of this window ({_span(positional)})")
         if norm in seen.values():
             raise _Reject("schema", f"{what} names {norm} more than once")
         seen[key] = norm
     missing = [p for p in positional if p not in seen.values()]
     if missing:
-        raise _Reject("incomplete", f"{what} lacks {', '.join(missing)}")
+        raise _Reject("incomplete", f"{what} has no entry for {', '.join(missing)}; it needs exactly one score for "
+                      f"each of {_span(positional)}")
     return seen
 
 
-def _validate_tournament(obj: dict[str, Any], doc_ids: Sequence[str]) -> dict[str, float]:
+def _ties(by_pos: dict[str, float], positional: Sequence[str]) -> str | None:
+    """A detail line naming tied scores (first group in window order), or ``None`` when all differ."""
+    groups: dict[float, list[str]] = {}
+    for p in positional:
+        groups.setdefault(by_pos[p], []).append(p)
+    tied = [ids for ids in groups.values() if len(ids) > 1]
+    if not tied:
+        return None
+    ids = tied[0]
+    names = f"{ids[0]} and {ids[1]} are both" if len(ids) == 2 else f"{', '.join(ids[:-1])} and {ids[-1]} are all"
+    more = f" ({len(tied) - 1} more tied group{'s' if len(tied) > 2 else ''})" if len(tied) > 1 else ""
+    return f"scores of {names} {_num(by_pos[ids[0]])}{more}; every document needs a distinct score"
+
+
+def _validate_tournament(
+    obj: dict[str, Any], doc_ids: Sequence[str], distinct: bool = False
+) -> tuple[dict[str, float], str | None]:
+    """(scores by real id, tie detail or ``None``)."""
     positional = positional_ids(len(doc_ids))
     scores = obj.get("scores")
     if not isinstance(scores, dict):
-        raise _Reject("schema", "no 'scores' object" if scores is None else "'scores' is not an object")
+        raise _Reject("schema", "the answer has no 'scores' object" if scores is None
+                      else f"'scores' is a {type(scores).__name__}, not an object mapping {_span(positional)} to numbers")
     ranking = obj.get("ranking")
     if ranking is not None:
         if not isinstance(ranking, list) or not all(isinstance(r, str) for r in ranking):
             raise _Reject("schema", "'ranking' is not a list of document ids")
         unknown = [r for r in ranking if _doc_key(r) not in positional]
         if unknown:
-            raise _Reject("schema", f"'ranking' names {unknown[0]!r}, which is not a document of this window")
+            raise _Reject("schema", f"'ranking' names {_q(unknown[0])}, which is not a document of this window "
+                          f"({_span(positional)})")
     mapping = _map_ids(list(scores), positional, "'scores'")
     by_pos = {mapping[k]: _score(v, mapping[k]) for k, v in scores.items()}
-    return {doc_ids[i]: by_pos[p] for i, p in enumerate(positional)}
+    tie = _ties(by_pos, positional)
+    if tie is not None and distinct:
+        raise _Reject("schema", tie)
+    return {doc_ids[i]: by_pos[p] for i, p in enumerate(positional)}, tie
 
 
 def _validate_rubric(obj: dict[str, Any], doc_ids: Sequence[str], n_criteria: int) -> dict[str, tuple[int, ...]]:
@@ -288,24 +413,26 @@ def _validate_rubric(obj: dict[str, Any], doc_ids: Sequence[str], n_criteria: in
     for key, entry in obj.items():
         pid = _doc_key(key)
         if pid not in positional:
-            raise _Reject("schema", f"the answer names {key!r}, which is not a document of this window ({positional[0]}..{positional[-1]})")
+            raise _Reject("schema", f"the answer names {_q(key)}, which is not a document of this window "
+                          f"({_span(positional)}); use exactly these keys")
         if pid in answers:
             raise _Reject("schema", f"the answer names {pid} more than once")
         if not isinstance(entry, dict) or not isinstance(entry.get("criteria"), dict):
-            raise _Reject("schema", f"{pid} has no 'criteria' object")
+            raise _Reject("schema", f"{pid} has no 'criteria' object ({{\"C1\": 0 or 1, ...}})")
         crit = {str(c).strip().upper(): v for c, v in entry["criteria"].items()}
         if len(crit) != len(entry["criteria"]):
             raise _Reject("schema", f"{pid} repeats a criterion")
         extra = sorted(set(crit) - set(names))
         if extra:
-            raise _Reject("schema", f"{pid} answers unknown criteria {extra}; expected exactly {names[0]}..{names[-1]}")
+            raise _Reject("schema", f"{pid} answers unknown criteria {_q(extra)}; expected exactly {names[0]}..{names[-1]}")
         lacking = [c for c in names if c not in crit]
         if lacking:
-            raise _Reject("schema", f"{pid} lacks criteria {lacking}")
+            raise _Reject("schema", f"{pid} lacks {', '.join(lacking)}; every document needs {names[0]}..{names[-1]}")
         answers[pid] = tuple(_answer(crit[c], pid, c) for c in names)
     missing = [p for p in positional if p not in answers]
     if missing:
-        raise _Reject("incomplete", f"the answer lacks {', '.join(missing)}")
+        raise _Reject("incomplete", f"the answer has no entry for {', '.join(missing)}; it needs exactly one entry "
+                      f"for each of {_span(positional)}")
     return {doc_ids[i]: answers[p] for i, p in enumerate(positional)}
 
 
@@ -314,10 +441,10 @@ def _validate_lists(obj: dict[str, Any]) -> str:
         raise _Reject("schema", "no 'better' key; the answer must name list \"A\" or \"B\"")
     value = obj["better"]
     if not isinstance(value, str):
-        raise _Reject("schema", f"'better' is {json.dumps(value)}; it must be the string \"A\" or \"B\"")
+        raise _Reject("schema", f"'better' is {_q(value)}; it must be the string \"A\" or \"B\"")
     pick = value.strip().upper()
     if pick not in ("A", "B"):
-        raise _Reject("schema", f"'better' is {value!r}; it must be \"A\" or \"B\" (no ties, no other lists)")
+        raise _Reject("schema", f"'better' is {_q(value)}; it must be \"A\" or \"B\" (no ties, no other lists)")
     return pick
 
 
@@ -333,14 +460,32 @@ def _rubric_shaped(obj: dict[str, Any]) -> bool:
     return any(re.fullmatch(r"doc_\d+", _doc_key(k)) for k in obj)
 
 
-def parse_tournament(text: str | None, doc_ids: Sequence[str], *, finish_reason: str | None = None) -> ParseResult:
+#: The same shapes read in raw text, to tell an answer object that never closes or cannot be read
+#: from a stray brace in prose.
+_TEXT_SHAPES: dict[Any, re.Pattern[str]] = {
+    _tournament_shaped: re.compile(r"[\"']scores[\"']\s*:"),
+    _rubric_shaped: re.compile(r"[\"']\s*doc_\d+\s*[\"']\s*:", re.IGNORECASE),
+    _lists_shaped: re.compile(r"[\"']better[\"']\s*:"),
+}
+
+
+def parse_tournament(
+    text: str | None, doc_ids: Sequence[str], *, finish_reason: str | None = None, distinct: bool = False
+) -> ParseResult:
     """Parse a tournament answer for a window whose documents are ``doc_ids`` (real ids, shown order).
 
-    Returns scores keyed by real doc id, or an invalid result.
+    Returns scores keyed by real doc id, or an invalid result. Tied scores are valid (and noted)
+    unless ``distinct`` is true, when they are a ``schema`` error naming the tied ids.
+
+    >>> parse_tournament('{"scores": {"doc_1": 2, "doc_2": 2}}', ["a", "b"], distinct=True).detail
+    'scores of doc_1 and doc_2 are both 2; every document needs a distinct score'
     """
     try:
-        obj = decode_answer(text, finish_reason=finish_reason, looks_like=_tournament_shaped)
-        return ParseResult(valid=True, scores=_validate_tournament(obj, doc_ids))
+        obj, notes = _decode(text, finish_reason, _tournament_shaped, _TEXT_SHAPES[_tournament_shaped])
+        scores, tie = _validate_tournament(obj, doc_ids, distinct)
+        if tie is not None:
+            notes = (*notes, tie.replace("every document needs", "the prompt asks for"))
+        return ParseResult(valid=True, scores=scores, notes=notes)
     except _Reject as r:
         return ParseResult(valid=False, category=r.category, detail=r.detail)
 
@@ -350,8 +495,8 @@ def parse_rubric(
 ) -> ParseResult:
     """Parse a rubric answer with criteria C1..C``n_criteria`` for the window's ``doc_ids``."""
     try:
-        obj = decode_answer(text, finish_reason=finish_reason, looks_like=_rubric_shaped)
-        return ParseResult(valid=True, criteria=_validate_rubric(obj, doc_ids, n_criteria))
+        obj, notes = _decode(text, finish_reason, _rubric_shaped, _TEXT_SHAPES[_rubric_shaped])
+        return ParseResult(valid=True, criteria=_validate_rubric(obj, doc_ids, n_criteria), notes=notes)
     except _Reject as r:
         return ParseResult(valid=False, category=r.category, detail=r.detail)
 
@@ -365,8 +510,8 @@ def parse_lists(text: str | None, *, finish_reason: str | None = None) -> ParseR
     'schema'
     """
     try:
-        obj = decode_answer(text, finish_reason=finish_reason, looks_like=_lists_shaped)
-        return ParseResult(valid=True, better=_validate_lists(obj))
+        obj, notes = _decode(text, finish_reason, _lists_shaped, _TEXT_SHAPES[_lists_shaped])
+        return ParseResult(valid=True, better=_validate_lists(obj), notes=notes)
     except _Reject as r:
         return ParseResult(valid=False, category=r.category, detail=r.detail)
 
@@ -378,10 +523,12 @@ def parse_answer(
     doc_ids: Sequence[str],
     n_criteria: int = 5,
     finish_reason: str | None = None,
+    distinct: bool = False,
 ) -> ParseResult:
-    """Dispatch to :func:`parse_tournament`, :func:`parse_rubric` or :func:`parse_lists` by ``stage``."""
+    """Dispatch to :func:`parse_tournament` (``distinct`` applies there), :func:`parse_rubric` or
+    :func:`parse_lists` by ``stage``."""
     if stage == "tournament":
-        return parse_tournament(text, doc_ids, finish_reason=finish_reason)
+        return parse_tournament(text, doc_ids, finish_reason=finish_reason, distinct=distinct)
     if stage == "lists":
         return parse_lists(text, finish_reason=finish_reason)
     return parse_rubric(text, doc_ids, n_criteria, finish_reason=finish_reason)
@@ -398,23 +545,49 @@ _SHAPES: dict[str, Callable[[dict[str, Any]], bool]] = {
 }
 
 
-def _objects_in(text: str) -> set[str]:
-    """Canonical JSON of every JSON object written in ``text`` (nested ones too; at most 64 tried)."""
-    found: set[str] = set()
-    for m in list(re.finditer(r"\{", text))[:_MAX_CANDIDATES]:
-        end = _balanced_end(text, m.start())
-        if end is None:
-            continue
-        span = text[m.start() : end + 1]
+def _value_key(value: Any) -> str:
+    """A grade as compared between an answer and a planted object: numbers (and numeric strings) by
+    value, anything else by its JSON."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return f"n:{float(value)!r}"
+    if isinstance(value, str):
         try:
-            try:
-                obj = _loads(span)
-            except json.JSONDecodeError:
-                obj = _loads(_repair(span))
-        except (json.JSONDecodeError, _Reject):
-            continue
-        found.add(json.dumps(obj, sort_keys=True))
-    return found
+            return f"n:{float(value.strip())!r}"
+        except ValueError:
+            return json.dumps(value.strip().upper())
+    return _canonical(value)
+
+
+def _content_key(obj: dict[str, Any], stage: str) -> str | None:
+    """What an answer says, without its free text: a tournament's scores, a rubric's criteria (ids
+    and criteria names normalised as the validator does). A lists verdict is a single letter, so
+    its whole object is compared instead (the letter alone would match half of all answers).
+    ``None`` when ``obj`` says nothing of the kind."""
+    if stage == "tournament":
+        scores = obj.get("scores")
+        if not isinstance(scores, dict) or not scores:
+            return None
+        return _canonical(sorted((_doc_key(str(k)), _value_key(v)) for k, v in scores.items()))
+    if stage == "rubric":
+        entries = sorted(
+            (_doc_key(str(k)), sorted((str(c).strip().upper(), _value_key(x)) for c, x in v["criteria"].items()))
+            for k, v in obj.items()
+            if isinstance(v, dict) and isinstance(v.get("criteria"), dict)
+        )
+        return _canonical(entries) if entries else None
+    return _canonical(obj)
+
+
+def _planted_keys(text: str, stage: str) -> set[str]:
+    """Content keys of every object written in ``text`` (nested ones too), answer-shaped or not."""
+    keys: set[str] = set()
+    for f in _scan(text, nested=True).found:
+        key = _content_key(f.obj, stage)
+        if key is not None:
+            keys.add(key)
+    return keys
 
 
 def echoed_documents(
@@ -425,20 +598,30 @@ def echoed_documents(
     stage: str,
     finish_reason: str | None = None,
 ) -> list[str]:
-    """The documents of a window whose text contains the very answer object the judge gave.
+    """The documents of a window whose text contains the very answer the judge gave.
 
-    A judge does not copy its verdict out of a document it is grading: an answer object equal (as JSON)
-    to one written inside a document means a planted answer was repeated, i.e. a prompt injection
-    worked. Parsing does not depend on this check (an answer for documents outside the window is
-    refused whatever its origin); it is reported, so the window and the document can be inspected.
+    A judge does not copy its verdict out of a document it is grading: an answer whose grades equal
+    those of an object written inside a document means a planted answer was repeated, i.e. a prompt
+    injection worked. The comparison is on what the answer says (tournament: the scores per document;
+    rubric: the criteria per document; ids, criteria names and number formats normalised as the
+    validator reads them), so a repeated answer is caught even with its own reasoning text; a lists
+    answer is compared whole. The answer is the one the parser uses (the final one). Parsing does not
+    depend on this check (an answer for documents outside the window is refused whatever its origin);
+    it is reported, so the window and the document can be inspected.
 
     Returns the ids (from ``doc_ids``) of the documents holding the answer, in window order.
     """
     if not any("{" in t for t in doc_texts):
         return []
+    shape = _SHAPES.get(stage)
     try:
-        obj = decode_answer(text, finish_reason=finish_reason, looks_like=_SHAPES.get(stage))
+        obj, _ = _decode(text, finish_reason, shape, _TEXT_SHAPES.get(shape))
     except _Reject:
         return []
-    answer = json.dumps(obj, sort_keys=True)
-    return [d for d, t in zip(doc_ids, doc_texts, strict=True) if "{" in t and answer in _objects_in(t)]
+    answer = _content_key(obj, stage)
+    if answer is None:
+        answer = _canonical(obj)
+        keys_of = lambda t: {_canonical(f.obj) for f in _scan(t, nested=True).found}  # noqa: E731
+    else:
+        keys_of = lambda t: _planted_keys(t, stage)  # noqa: E731
+    return [d for d, t in zip(doc_ids, doc_texts, strict=True) if "{" in t and answer in keys_of(t)]

@@ -1,8 +1,10 @@
 """Re-reading stored raw answers with the current parser into a new store.
 
-Use after the parser improves (a new :data:`judging.parse.PARSER_VERSION`): answers that were
-invalid may become valid (and the reverse) without asking the judge again. The new records carry the
-new parser version in their family, hence new record ids; the source store is only read.
+Use after the parser improves: answers that were invalid may become valid (and the reverse) without
+asking the judge again. The new records carry the current :data:`judging.parse.PARSER_VERSION` in
+their family: after a version bump, new record ids; after a fix that keeps the version (so that
+resumed runs keep their ids, e.g. reading the final answer of a reply rather than the first), the
+same ids with the current reading. The source store is only read.
 """
 
 from __future__ import annotations
