@@ -1,4 +1,11 @@
-"""Shared fixtures: the location of ``../shared/data`` and environment hygiene for every test.
+"""Shared fixtures: the project's own published values, the location of ``../shared/data`` and environment
+hygiene for every test.
+
+Published figures the tests check (the paper's protocol cases, the release's gain rows) live in
+``tests/fixtures/`` and are always there. Third-party data (the Cranfield collection, the RCP authors'
+released judge verdicts) lives in ``../shared/data`` beside the checkout (or ``$RCP_JAX_SHARED_DATA``):
+a test that needs it takes the ``shared_data`` fixture, which skips the test when the folder is absent
+(one reason, printed by ``-ra``), or fails it when ``RCP_JAX_REQUIRE_SHARED=1`` (CI sets it: CI has the data).
 
 Every test of a session, and every ``rcp-jax`` / notebook subprocess a test starts, shares one
 persistent JAX compilation cache (a temporary folder removed at the end, unless
@@ -10,6 +17,7 @@ the CLI and notebook tests spend in XLA.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import sys
@@ -48,12 +56,66 @@ def shared_data_dir() -> Path:
     return Path(os.environ.get("RCP_JAX_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def published_values() -> dict:
+    """``tests/fixtures/published_values.json``: the paper's and the release's numbers the tests check."""
+    return json.loads((FIXTURES / "published_values.json").read_text())
+
+
+def _shared_data_missing(path: Path) -> str | None:
+    if (path / "reference").is_dir() and (path / "cranfield").is_dir():
+        return None
+    return (f"needs ../shared/data (third-party data: the Cranfield collection, the RCP authors' released "
+            f"judge verdicts), not found at {path}; set RCP_JAX_SHARED_DATA to its location")
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
+    """The third-party data folder; the test is skipped without it (failed if ``RCP_JAX_REQUIRE_SHARED=1``)."""
     path = shared_data_dir()
-    if not (path / "reference").is_dir():
-        pytest.fail(
-            f"shared test data not found at {path}: tests expect the project's ../shared/data beside the "
-            "checkout, or set RCP_JAX_SHARED_DATA to its location"
-        )
+    missing = _shared_data_missing(path)
+    if missing is not None:
+        if os.environ.get("RCP_JAX_REQUIRE_SHARED", "") not in ("", "0"):
+            pytest.fail(f"{missing} (RCP_JAX_REQUIRE_SHARED is set, so this is a failure)", pytrace=False)
+        pytest.skip(missing)
     return path
+
+
+#: The demo queries and systems of the ``demo_tiny`` collection.
+DEMO_TINY_QUERIES = ("q01", "q03", "q04")
+DEMO_TINY_SYSTEMS = ("bm25", "oracle_noisy")
+
+
+@pytest.fixture(scope="session")
+def demo_tiny(tmp_path_factory) -> dict[str, Path]:
+    """A three-query collection cut from the embedded demo, as the files the CLI reads (read-only: write
+    stores and reports elsewhere).
+
+    ``rows``: ``rows.jsonl`` (each query with its first 8 pooled documents' texts and its qrels),
+    ``runs``: ``runs.csv`` (systems ``bm25`` and ``oracle_noisy`` on those 24 query-document pairs),
+    ``qrels``: ``qrels.txt`` (TREC format, every demo qrel of the three queries).
+    """
+    from rcp_jax.demo import load_demo
+
+    demo = load_demo()
+    folder = tmp_path_factory.mktemp("demo_tiny")
+    texts = demo.document_texts()
+    queries = dict(zip(demo.queries["query_id"], demo.queries["text"]))
+    pools = demo.pools.loc[demo.pools["query_id"].isin(DEMO_TINY_QUERIES) & (demo.pools["rank"] <= 8)]
+    pools = pools.sort_values(["query_id", "rank"])
+    qrels = demo.qrels.loc[demo.qrels["query_id"].isin(DEMO_TINY_QUERIES)]
+    with open(folder / "rows.jsonl", "w") as fh:
+        for q, pool in pools.groupby("query_id", sort=True):
+            docs = pool["doc_id"].tolist()
+            graded = {d: int(g) for d, g in zip(qrels["doc_id"], qrels["grade"]) if d in docs and g > 0}
+            fh.write(json.dumps({"query_id": q, "query": queries[q], "doc_ids": docs, "docs": [texts[d] for d in docs],
+                                 "qrels": graded}) + "\n")
+    runs = demo.runs.merge(pools[["query_id", "doc_id"]], on=["query_id", "doc_id"])
+    runs.loc[runs["system"].isin(DEMO_TINY_SYSTEMS)].to_csv(folder / "runs.csv", index=False)
+    with open(folder / "qrels.txt", "w") as fh:
+        for q, d, g in zip(qrels["query_id"], qrels["doc_id"], qrels["grade"]):
+            fh.write(f"{q} 0 {d} {int(g)}\n")
+    return {"rows": folder / "rows.jsonl", "runs": folder / "runs.csv", "qrels": folder / "qrels.txt"}

@@ -1,4 +1,4 @@
-"""The judge -> fit -> evaluate verbs on the shared tiny dataset, through the console entry point.
+"""The judge -> fit -> evaluate verbs on a three-query cut of the embedded demo, through the console entry point.
 
 The verbs run in this process (``rcp_jax.cli.main``, what the console script calls) with stdout and
 stderr captured at the file-descriptor level, so ``--json`` output must still be nothing but JSON;
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -34,19 +35,12 @@ def cli(capfd):
 
 
 @pytest.fixture(scope="module")
-def tiny(shared_data, tmp_path_factory):
+def tiny(demo_tiny, tmp_path_factory):
+    """(a folder for this module's outputs holding runs.csv and qrels.txt, the rows.jsonl to judge)."""
     folder = tmp_path_factory.mktemp("tiny")
-    rows = [json.loads(line) for line in (shared_data / "reference" / "tiny" / "rows.jsonl").read_text().splitlines()]
-    runs = []
-    for line in (shared_data / "reference" / "tiny" / "systems.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        runs += [(r["system"], r["query_id"], d, s) for d, s in r["scores"].items()]
-    pd.DataFrame(runs, columns=["system", "query_id", "doc_id", "score"]).to_csv(folder / "runs.csv", index=False)
-    with open(folder / "qrels.txt", "w") as fh:
-        for r in rows:
-            for d, g in r["qrels"].items():
-                fh.write(f"{r['query_id']} 0 {d} {int(g)}\n")
-    return folder, shared_data / "reference" / "tiny" / "rows.jsonl"
+    for name in ("runs", "qrels"):
+        shutil.copy(demo_tiny[name], folder / demo_tiny[name].name)
+    return folder, demo_tiny["rows"]
 
 
 def test_estimate_calls_nothing(tiny, cli):
@@ -75,7 +69,7 @@ def test_judge_fit_evaluate_round_trip(tiny, cli):
              "--qrels", str(folder / "qrels.txt"), "--k", "5", "--json", "--out", str(folder / "eval"))
     assert ev.returncode == 0, ev.stderr
     systems = json.loads(ev.stdout)["systems"]
-    assert set(systems) == {"bm25", "reranker"}
+    assert set(systems) == {"bm25", "oracle_noisy"}
     for metrics in systems.values():
         assert set(metrics) == {"rcp_ndcg", "count_ndcg", "qrel_ndcg"}
         assert all(0 <= v <= 1 for v in metrics.values())

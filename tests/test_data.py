@@ -310,22 +310,25 @@ def test_cranfield_empty_documents_are_named(shared_data):
         D.read_beir(shared_data / "cranfield")
 
 
-def test_tiny_rows(shared_data):
-    col = D.read_rows(shared_data / "reference" / "tiny" / "rows.jsonl")
-    assert col.queries["query_id"].tolist() == ["q1", "q2", "q3"]
+def test_tiny_rows(demo_tiny):
+    col = D.read_rows(demo_tiny["rows"])
+    assert col.queries["query_id"].tolist() == ["q01", "q03", "q04"]
     assert col.pools.groupby("query_id").size().tolist() == [8, 8, 8]
     assert col.pools["rank"].tolist()[:3] == [1, 2, 3]
     assert len(col.corpus) == 24 and (col.corpus["text"].str.len() > 0).all()
-    assert (col.qrels["grade"] > 0).all() and set(col.qrels["query_id"]) <= {"q1", "q2", "q3"}
+    assert (col.qrels["grade"] > 0).all() and set(col.qrels["query_id"]) <= {"q01", "q03", "q04"}
 
 
-def test_dropped_documents_leave_pools_but_keep_qrels(tmp_path, shared_data):
+def test_dropped_documents_leave_pools_but_keep_qrels(tmp_path):
     rows = _write(tmp_path, "rows.jsonl", json.dumps(
         {"query_id": "q", "query": "x", "doc_ids": ["a", "b", "c"], "docs": ["t", "", "u"], "qrels": {"b": 1}}) + "\n")
     with pytest.warns(UserWarning, match="dropped"):
         col = D.read_rows(rows, missing_text="drop")
     assert col.pools["doc_id"].tolist() == ["a", "c"] and col.pools["rank"].tolist() == [1, 2]
     assert col.qrels["doc_id"].tolist() == ["b"]
+
+
+def test_cranfield_dropped_documents_keep_qrels(shared_data):
     with pytest.warns(UserWarning, match="dropped"):
         cran = D.read_beir(shared_data / "cranfield", missing_text="drop")
     assert len(cran.corpus) == 1398 and len(cran.qrels) == 1837

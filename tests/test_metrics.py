@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import math
 
 import numpy as np
@@ -14,13 +13,13 @@ import rcp_jax
 from rcp_jax.metrics import discounts
 
 
-def test_gain_reproduces_release_rows(shared_data):
-    ref = json.loads((shared_data / "reference" / "gain_rows.json").read_text())
-    gamma, beta = ref["item_params"]["gamma"], ref["item_params"]["beta"]
-    for row in ref["rows"]:
-        assert abs(float(rcp_jax.gain(row["theta"], gamma, beta)) - row["gain"]) <= 1e-12, row["doc_id"]
-    thetas = np.array([r["theta"] for r in ref["rows"]])
-    np.testing.assert_allclose(rcp_jax.gain(thetas, gamma, beta), [r["gain"] for r in ref["rows"]], rtol=0, atol=1e-12)
+def test_gain_reproduces_release_rows(published_values):
+    ref = published_values["gain"]
+    gamma, beta = ref["gamma"], ref["beta"]
+    for row in ref["points"]:
+        assert abs(float(rcp_jax.gain(row["theta"], gamma, beta)) - row["gain"]) <= 1e-12, row["where"]
+    thetas = np.array([r["theta"] for r in ref["points"]])
+    np.testing.assert_allclose(rcp_jax.gain(thetas, gamma, beta), [r["gain"] for r in ref["points"]], rtol=0, atol=1e-12)
 
 
 def test_gain_is_monotone_bounded_and_validates():
@@ -34,32 +33,27 @@ def test_gain_is_monotone_bounded_and_validates():
         rcp_jax.gain(0.0, [1.0, 1.0], [0.0])
 
 
-def _cases(shared_data):
-    return json.loads((shared_data / "reference" / "protocol_cases.json").read_text())
-
-
-def test_score_query_reproduces_protocol_cases(shared_data):
-    ref = _cases(shared_data)
-    assert len(ref["queries"]) == 7
-    for case in ref["queries"]:
+def test_score_query_reproduces_protocol_cases(published_values):
+    ref = published_values["protocol_cases"]
+    assert len(ref["cases"]) == 7
+    for case in ref["cases"]:
         res = rcp_jax.score_query(
-            case["scores"], case["gains"], k=ref["k"], protocol=case["suite"], qrels=case["qrels"],
-            pool=case.get("candidates"), excluded=case["excluded"],
+            case["scores"], case["gains"], k=ref["k"], protocol=case["protocol"], qrels=case["qrels"],
+            pool=case["pool"], excluded=case["excluded"],
         )
-        exp = case["expected"]
-        assert abs(res.rcp_ndcg - exp["rcp_ndcg"]) <= case["rcp_ndcg_tolerance"], (case["dataset"], res.rcp_ndcg)
-        assert abs(res.qrel_ndcg - exp["qrel_ndcg"]) <= 1e-9, (case["dataset"], res.qrel_ndcg)
+        assert abs(res.rcp_ndcg - case["paper_rcp_ndcg"]) <= case["rcp_tolerance"], (case["dataset"], res.rcp_ndcg)
+        assert abs(res.qrel_ndcg - case["paper_qrel_ndcg"]) <= 1e-9, (case["dataset"], res.qrel_ndcg)
 
 
-def test_protocol_rules_matter_on_the_cases(shared_data):
+def test_protocol_rules_matter_on_the_cases(published_values):
     """The excluded ids and tie rules change the answer: the golden cases are not passed by accident."""
-    ref = _cases(shared_data)
-    aops = next(c for c in ref["queries"] if c["dataset"] == "AoPS")
+    cases = published_values["protocol_cases"]["cases"]
+    aops = next(c for c in cases if c["dataset"] == "AoPS")
     wrong = rcp_jax.score_query(aops["scores"], aops["gains"], protocol="bright", qrels=aops["qrels"])
-    assert abs(wrong.rcp_ndcg - aops["expected"]["rcp_ndcg"]) > 1e-3
-    vidore = next(c for c in ref["queries"] if c["suite"] == "vidore")
-    other = rcp_jax.score_query(vidore["scores"], vidore["gains"], protocol="nanobeir", pool=vidore["candidates"])
-    assert abs(other.rcp_ndcg - vidore["expected"]["rcp_ndcg"]) > 1e-6
+    assert abs(wrong.rcp_ndcg - aops["paper_rcp_ndcg"]) > 1e-3
+    vidore = next(c for c in cases if c["protocol"] == "vidore")
+    other = rcp_jax.score_query(vidore["scores"], vidore["gains"], protocol="nanobeir", pool=vidore["pool"])
+    assert abs(other.rcp_ndcg - vidore["paper_rcp_ndcg"]) > 1e-6
 
 
 def test_qrel_ndcg_nan_without_positive_and_rounding():

@@ -1,4 +1,4 @@
-"""`rcp-jax fit --model ... --method ...` and `rcp-jax evaluate --posterior` on the shared tiny dataset (in process)."""
+"""`rcp-jax fit --model ... --method ...` and `rcp-jax evaluate --posterior` on a three-query cut of the demo (in process)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,11 @@ from rcp_jax.cli import main
 
 
 @pytest.fixture(scope="module")
-def tiny_store(shared_data, tmp_path_factory):
-    """(judgement store of the tiny reference rows, runs.csv of its systems)."""
-    tiny = shared_data / "reference" / "tiny"
+def tiny_store(demo_tiny, tmp_path_factory):
+    """(judgement store of a three-query cut of the demo, runs.csv of its two systems)."""
     folder = tmp_path_factory.mktemp("tiny")
-    runs = []
-    for line in (tiny / "systems.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        runs += [(r["system"], r["query_id"], d, s) for d, s in r["scores"].items()]
-    pd.DataFrame(runs, columns=["system", "query_id", "doc_id", "score"]).to_csv(folder / "runs.csv", index=False)
-    assert main(["judge", "--rows", str(tiny / "rows.jsonl"), "--store", str(folder / "store"), "--quiet"]) == 0
-    return folder / "store", folder / "runs.csv"
+    assert main(["judge", "--rows", str(demo_tiny["rows"]), "--store", str(folder / "store"), "--quiet"]) == 0
+    return folder / "store", demo_tiny["runs"]
 
 
 def _fit_and_evaluate(store, runs, out, capsys, *fit_args, eval_args=()):
