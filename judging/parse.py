@@ -49,6 +49,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -121,9 +122,14 @@ _REFUSAL = re.compile(
     r"not able to (?:help|assist)|as an ai)\b",
     re.IGNORECASE,
 )
-#: At most this many objects are scanned brace by brace (the slow path, for JSON that needs repairs
-#: or never closes); well-formed objects are read by the C decoder and do not count.
+#: At most this many objects, and this many characters in all, are scanned brace by brace (the slow
+#: path, for JSON that needs repairs or never closes); well-formed objects are read by the C decoder
+#: and do not count. Bounds the time an adversarial reply can take (~0.2 s).
 _MAX_SLOW_SCANS = 64
+#: At most this many places where an object may start are tried (the last ones of a reply, the first
+#: ones of a document).
+_MAX_STARTS = 1000
+_MAX_SLOW_CHARS = 500_000
 
 
 def strip_thinking(text: str) -> str:
@@ -203,13 +209,20 @@ class _Scan:
     broken: list[tuple[int, int, str]]  # (start, end, reason) of closed objects that are not JSON
 
 
+_OBJECT_START = re.compile(r"\{(?=\s*[\"'}])")
+
+
 def _scan(s: str, *, nested: bool = False) -> _Scan:
     """Every JSON object written in ``s``, in order: top-level ones only, or (``nested``) all of them."""
     scan = _Scan([], [], [])
-    slow = 0
+    slow = slow_chars = 0
     covered = -1
-    for m in re.finditer(r"\{", s):
-        start = m.start()
+    # Only a brace followed by a key quote (or ``}``) can open a JSON object: braces of LaTeX, code or
+    # prose ("{x}", "{ ") are skipped at once and do not use up the slow-scan budget.
+    starts = [m.start() for m in _OBJECT_START.finditer(s)]
+    if len(starts) > _MAX_STARTS:  # each failed start costs O(len(s)) inside json: bound the total
+        starts = starts[:_MAX_STARTS] if nested else starts[-_MAX_STARTS:]  # a reply's answer is at its end
+    for start in starts:
         if start <= covered and not nested:
             continue
         d = _Decoder()
@@ -218,10 +231,11 @@ def _scan(s: str, *, nested: bool = False) -> _Scan:
         except json.JSONDecodeError:
             obj = None
         if obj is None:
-            if slow >= _MAX_SLOW_SCANS:
+            if slow >= _MAX_SLOW_SCANS or slow_chars >= _MAX_SLOW_CHARS:
                 continue
             slow += 1
             close = _balanced_end(s, start)
+            slow_chars += (len(s) if close is None else close) - start
             if close is None:
                 scan.unterminated.append(start)
                 continue
@@ -580,14 +594,18 @@ def _content_key(obj: dict[str, Any], stage: str) -> str | None:
     return _canonical(obj)
 
 
-def _planted_keys(text: str, stage: str) -> set[str]:
-    """Content keys of every object written in ``text`` (nested ones too), answer-shaped or not."""
-    keys: set[str] = set()
-    for f in _scan(text, nested=True).found:
-        key = _content_key(f.obj, stage)
-        if key is not None:
-            keys.add(key)
-    return keys
+#: A document can hold a stage's answer only if it holds this word (a cheap test before scanning).
+_STAGE_WORD = {"tournament": "scores", "rubric": "criteria"}
+
+
+@functools.lru_cache(maxsize=4096)  # a document sits in ~14 windows, each asked once or more
+def _planted_keys(text: str, stage: str, whole: bool) -> frozenset[str]:
+    """Keys of every object written in ``text`` (nested ones too): content keys, or (``whole``) the
+    canonical JSON of each object."""
+    found = _scan(text, nested=True).found
+    if whole:
+        return frozenset(_canonical(f.obj) for f in found)
+    return frozenset(k for k in (_content_key(f.obj, stage) for f in found) if k is not None)
 
 
 def echoed_documents(
@@ -619,9 +637,12 @@ def echoed_documents(
     except _Reject:
         return []
     answer = _content_key(obj, stage)
-    if answer is None:
+    whole = answer is None
+    if whole:
         answer = _canonical(obj)
-        keys_of = lambda t: {_canonical(f.obj) for f in _scan(t, nested=True).found}  # noqa: E731
-    else:
-        keys_of = lambda t: _planted_keys(t, stage)  # noqa: E731
-    return [d for d, t in zip(doc_ids, doc_texts, strict=True) if "{" in t and answer in keys_of(t)]
+    word = None if whole else _STAGE_WORD.get(stage)
+    return [
+        d
+        for d, t in zip(doc_ids, doc_texts, strict=True)
+        if "{" in t and (word is None or word in t.lower()) and answer in _planted_keys(t, stage, whole)
+    ]
