@@ -126,10 +126,10 @@ _REFUSAL = re.compile(
 #: path, for JSON that needs repairs or never closes); well-formed objects are read by the C decoder
 #: and do not count. Bounds the time an adversarial reply can take (~0.2 s).
 _MAX_SLOW_SCANS = 64
+_MAX_SLOW_CHARS = 500_000
 #: At most this many places where an object may start are tried (the last ones of a reply, the first
 #: ones of a document).
 _MAX_STARTS = 1000
-_MAX_SLOW_CHARS = 500_000
 
 
 def strip_thinking(text: str) -> str:
