@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from rcp_jax.errors import DataError
+from rcp_jax.table_checks import show
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,7 @@ def _validated(contests: pd.DataFrame, shown: pd.DataFrame, grades: pd.DataFrame
     if g.isna().any() or np.isinf(g).any():
         row = grades[g.isna() | np.isinf(g)].iloc[0]
         raise DataError(f"{source}: grade of document {row.doc_id!r} by grader {row.grader!r} in contest "
-                        f"{row.contest_id!r} is {row.grade!r}; grades must be numbers (e.g. 0-3)")
+                        f"{row.contest_id!r} is {show(row.grade)}; grades must be numbers (e.g. 0-3)")
     grades = grades.assign(grade=g.astype(np.float64)).reset_index(drop=True)
     # every grader of a contest grades every document shown in it
     docs = shown[["contest_id", "doc_id"]].drop_duplicates()

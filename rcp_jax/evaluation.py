@@ -16,7 +16,7 @@ from rcp_jax.errors import DataError
 from rcp_jax.metrics import Protocol, get_protocol, ndcg_flat
 from rcp_jax.per_query import pair_queries, prepare_per_query, warn_dropped
 from rcp_jax.qrel_grades import clip_negative_grades
-from rcp_jax.table_checks import finite_column
+from rcp_jax.table_checks import finite_column, show
 
 RUN_COLUMNS = ("system", "query_id", "doc_id", "score")
 
@@ -38,7 +38,7 @@ def validate_run(run: pd.DataFrame, source: str = "run") -> pd.DataFrame:
     if row is not None:
         raise DataError(
             f"{source}: score of document {row.doc_id!r} for query {row.query_id!r} by system {row.system!r} "
-            f"is {run.loc[row.name, 'score']!r}; scores must be finite (drop the row or fix the system)"
+            f"is {show(run.loc[row.name, 'score'])}; scores must be finite (drop the row or fix the system)"
         )
     df["score"] = score
     dup = df.duplicated(["system", "query_id", "doc_id"])

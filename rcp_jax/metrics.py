@@ -17,6 +17,7 @@ import pandas as pd
 
 from rcp_jax.errors import DataError
 from rcp_jax.qrel_grades import clip_negative_grades
+from rcp_jax.table_checks import show
 
 TIE_RULES = ("group_mean", "doc_id_desc", "input_order")
 
@@ -246,7 +247,7 @@ def _check_scores(scores: Mapping[str, float], what: str) -> None:
         try:
             v = float(value)
         except (TypeError, ValueError):
-            raise DataError(f"{what} of document {doc_id!r} is not a number: {value!r}") from None
+            raise DataError(f"{what} of document {show(doc_id)} is not a number: {show(value)}") from None
         if not math.isfinite(v):
             raise DataError(f"{what} of document {doc_id!r} is {v}; give finite numbers (drop or fix the row)")
 

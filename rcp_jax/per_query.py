@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from rcp_jax.errors import DataError
+from rcp_jax.table_checks import show
 
 DEFAULT_METRICS = ("qrel_ndcg", "count_ndcg", "rcp_ndcg")
 ID_COLUMNS = ("system", "query_id", "dataset")
@@ -80,7 +81,7 @@ def prepare_per_query(per_query: pd.DataFrame, metrics: Sequence[str] | None = N
             i = int(np.flatnonzero(bad)[0])
             raise DataError(
                 f"{source}: column {m!r} row {i} (system {out.system[i]!r}, query {out.query_id[i]!r}) is not "
-                f"a number: {per_query[m].iloc[i]!r}; fix the value or leave it empty (NaN = not scored)"
+                f"a number: {show(per_query[m].iloc[i])}; fix the value or leave it empty (NaN = not scored)"
             )
         if np.isinf(values).any():
             i = int(np.flatnonzero(np.isinf(values))[0])

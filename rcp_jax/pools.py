@@ -51,6 +51,7 @@ import pandas as pd
 from rcp_jax.errors import DataError
 from rcp_jax.evaluation import validate_run
 from rcp_jax.lexical import bm25_run, query_likelihood_run
+from rcp_jax.table_checks import show
 from rcp_jax.tokenizer import ENGLISH_STOPWORDS, plural_stem, tokenize
 
 __all__ = [
@@ -141,7 +142,7 @@ def _positives(qrels: pd.DataFrame) -> pd.DataFrame:
     grade = pd.to_numeric(q["grade"], errors="coerce")
     if grade.isna().any():
         row = q.loc[grade.isna()].iloc[0]
-        raise DataError(f"qrel grade of document {row.doc_id!r} for query {row.query_id!r} is not a number: {row.grade!r}")
+        raise DataError(f"qrel grade of document {row.doc_id!r} for query {row.query_id!r} is not a number: {show(row.grade)}")
     q["grade"] = grade.astype(np.float64)
     q = q.loc[q["grade"] > 0].sort_values("grade", ascending=False, kind="mergesort")
     return q.drop_duplicates(["query_id", "doc_id"])

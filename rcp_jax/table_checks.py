@@ -34,9 +34,25 @@ def _where(df: pd.DataFrame, label, what: str = "table") -> str:
     return f"{what} row {label}"
 
 
-def _show(value) -> str:
-    """``repr`` of a cell, with NumPy scalars shown as plain Python values."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
+def plain(value):
+    """``value`` with NumPy scalars (also inside lists, tuples, sets and dicts) as plain Python values,
+    so that a message shows ``nan`` or ``2``, never ``np.float64(nan)`` or ``np.int64(2)``."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple, set)):
+        return type(value)(plain(v) for v in value)
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in value.items()}
+    return value
+
+
+def show(value) -> str:
+    """``repr`` of a cell for a message, with NumPy scalars shown as plain Python values (``nan``, ``2``,
+    ``'q1'``)."""
+    return repr(plain(value))
+
+
+_show = show
 
 
 def _unit(df: pd.DataFrame) -> str:

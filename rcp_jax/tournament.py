@@ -10,7 +10,7 @@ import pandas as pd
 
 from models import bradley_terry
 from rcp_jax.errors import DataError
-from rcp_jax.table_checks import finite_column
+from rcp_jax.table_checks import finite_column, show
 
 WINDOW_COLUMNS = ("query_id", "window_id", "doc_id", "score")
 
@@ -38,7 +38,7 @@ def validate_window_scores(window_scores: pd.DataFrame) -> pd.DataFrame:
     if row is not None:
         raise DataError(
             f"score of document {row.doc_id!r} in window {row.window_id!r} of query {row.query_id!r} is "
-            f"{window_scores.loc[row.name, 'score']!r}; scores must be finite numbers (re-judge the window "
+            f"{show(window_scores.loc[row.name, 'score'])}; scores must be finite numbers (re-judge the window "
             f"or drop it)"
         )
     df["score"] = score

@@ -73,8 +73,10 @@ def _answers(path: str, pred_cols: str | None) -> tuple[pd.DataFrame, list[str]]
         raise DataError(f"answers file {path}: criterion {bad!r} is neither C<k> nor an integer index")
     ans = pd.to_numeric(df["answer"], errors="coerce")
     if not ans.isin([0, 1]).all():
+        from rcp_jax.table_checks import show
+
         i = int(np.flatnonzero(~ans.isin([0, 1]))[0])
-        raise DataError(f"answers file {path} row {i}: answer {df['answer'].iloc[i]!r} is not 0 or 1")
+        raise DataError(f"answers file {path} row {i}: answer {show(df['answer'].iloc[i])} is not 0 or 1")
     df["answer"] = ans.astype(int)
     return df, cols
 
