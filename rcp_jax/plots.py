@@ -140,7 +140,8 @@ def leaderboard_bars(board: pd.DataFrame, path, metrics=("qrel_ndcg", "count_ndc
     ax.set_yticks(y, [str(s) for s in board.index])
     ax.set_xlim(0, 1)
     ax.set_xlabel("mean nDCG@k over queries")
-    ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
+    handles, labels = ax.get_legend_handles_labels()  # listed top to bottom as the bars are drawn
+    ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="lower right", framealpha=0.9)
     ax.grid(axis="x", alpha=0.3)
     ax.set_title("Leaderboard" + (f"\n(error bars: {interval_note})" if interval_note and intervals else ""), fontsize=10)
     return _save(fig, path)
@@ -158,7 +159,7 @@ def ndcg_distribution(per_query: pd.DataFrame, path, metric: str = "rcp_ndcg") -
         ax.scatter(d, i + rng.uniform(-0.15, 0.15, len(d)), s=8, alpha=0.5, color="tab:blue")
     ax.set_xlabel(f"per-query {METRIC_LABELS.get(metric, metric)}")
     ax.set_title(f"Per-query {METRIC_LABELS.get(metric, metric)} of each system "
-                 f"({per_query['query_id'].nunique()} queries; box = quartiles)", fontsize=10)
+                 f"({per_query['query_id'].nunique()} queries; box = quartiles, line = median)", fontsize=10)
     ax.set_xlim(-0.02, 1.02)
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)

@@ -14,6 +14,12 @@ retrievers to start from:
 Both retrievers can also *score given candidates* (``candidates=pools``) instead of retrieving, which
 turns them into rerankers over a pool.
 
+**A pool is not a system ranking.** Its ``rank`` is the fusion's order, except that the positives the
+retrievers missed are swapped in at the tail whatever their score, and a pool may hold positives no
+retriever found: scored as a run it would be credited with the qrels. Score the fusion itself instead
+(:func:`reciprocal_rank_fusion`; ``rcp-jax pool`` writes it as a TREC run, ``pools.fusion.trec``, beside
+the pools file).
+
 Tables (pandas DataFrames, ids are strings):
 
 - corpus: ``doc_id, text[, title]`` (BEIR's ``_id`` is accepted for ``doc_id``);
@@ -164,6 +170,9 @@ def build_pool(
     the top ``depth`` keeps its place. A query with more positives than ``depth`` keeps all of them (its
     pool is longer than ``depth``; a warning names it). Queries with fewer fused candidates than
     ``depth`` get shorter pools.
+
+    The result is what a judge reads, not a ranking to evaluate: the swapped-in positives sit at the
+    bottom because the qrels put them there (see the module docstring).
 
     Args:
         runs: retriever runs, as :func:`reciprocal_rank_fusion`.
