@@ -30,7 +30,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--posterior", action="store_true",
                    help="also report posterior intervals and P(A > B) from the posterior draws beside the calibration "
                         "(`rcp-jax fit --method nuts|svi|laplace`, any --model)")
-    p.add_argument("--no-plots", action="store_true", help="with --posterior --out, skip pairs_forest.png")
+    p.add_argument("--no-plots", action="store_true",
+                   help="skip the figures written with --out (default: drawn): leaderboard.png (each system's mean "
+                        "with a 95%% bootstrap interval over queries, or the posterior interval of RCP-nDCG with "
+                        "--posterior), per_query_rcp_ndcg.png, per_query_qrel_ndcg.png and, with --posterior, "
+                        "pairs_forest.png")
     p.add_argument("--rope", type=float, default=0.02, help="region of practical equivalence |delta| (default 0.02)")
     p.add_argument("--unknown-docs", choices=["error", "warn", "ignore"], default="error",
                    help="a run scoring a document outside its query's pool (--pools, else the calibration): refuse "

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from rcp_jax.commands._common import emit
+from rcp_jax.commands._paths import folder
 
 NAME = "fit"
 HELP = "fit Bradley-Terry and the 2PL calibration from a judgement store and write the calibration"
@@ -14,8 +15,8 @@ METHODS = ("map", "nuts", "svi", "laplace")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", type=Path, required=True, help="judgement store folder (from `rcp-jax judge`)")
-    p.add_argument("--out", type=Path, required=True, help="output folder (calibration/, bt.csv, posterior/, ...)")
+    p.add_argument("--store", type=folder, required=True, help="judgement store folder (from `rcp-jax judge`)")
+    p.add_argument("--out", type=folder, required=True, help="output folder (calibration/, bt.csv, posterior/, ...)")
     p.add_argument("--family", default=None, help="judge model or family id to use when the store holds several")
     p.add_argument("--model", choices=MODELS, default="frozen",
                    help="frozen (default): 2PL on the BT scores taken as exact; joint: BT scores latent, tournament "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rcp_jax.commands._paths import folder
 from rcp_jax.commands._common import (
     add_collection_args, add_judge_args, emit, latent_from_qrels, load_collection, make_judge, pipeline_input, stderr,
 )
@@ -16,8 +17,8 @@ HELP = "judge a collection's pools (tournament + rubric) into an append-only, re
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_collection_args(p)
     add_judge_args(p)
-    p.add_argument("--store", type=Path, default=Path("rcp_runs/store"), help="judgement store folder (resumable; default rcp_runs/store)")
-    p.add_argument("--out", type=Path, default=None, help="also write window_scores.csv, answers.csv, bt.csv here")
+    p.add_argument("--store", type=folder, default=Path("rcp_runs/store"), help="judgement store folder (resumable; default rcp_runs/store)")
+    p.add_argument("--out", type=folder, default=None, help="also write window_scores.csv, answers.csv, bt.csv here")
     p.add_argument("--estimate", action="store_true", help="print planned calls, tokens and cost; call nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -76,7 +77,7 @@ def run(args) -> int:
     quiet = args.quiet or args.json
     window_scores, answers, bt, calls = judge_collection_sync(
         collection, judge=judge, store=args.store, seed=args.seed, concurrency=args.concurrency,
-        progress=not quiet, log=None if quiet else stderr,
+        progress=not quiet, log=None if quiet else stderr, dataset_from_store=args.name is None,
     )
     if args.out:
         atomic_write_csv(args.out / "window_scores.csv", window_scores)
