@@ -5,6 +5,8 @@ Layout::
     <folder>/tournament.jsonl   one Judgement per line (valid and invalid attempts)
     <folder>/rubric.jsonl
     <folder>/lists.jsonl        (two-list comparisons)
+    <folder>/identity.json      what schedule the windows came from (written by the caller that schedules
+                                them, e.g. rcp_jax's pipeline; see :func:`read_identity`)
     <folder>/.lock              fcntl lock of the (single) writer; holds its pid
     <folder>/<stage>.jsonl.torn fragments cut from the end of a file after a crash
 
@@ -20,6 +22,10 @@ Rules:
 - A crash can leave a torn last line. Readers skip it with a warning; a writer opening the store moves
   it to ``<stage>.jsonl.torn`` first. A bad line anywhere else is corruption and raises ``StoreError``.
 
+- The identity file is a small JSON object the store keeps for its caller: written atomically
+  (temp file, fsync, rename) by :meth:`JudgementStore.write_identity` under the write lock, read by
+  :func:`read_identity` without it. The store itself never interprets it.
+
 Records never contain API keys: judges do not put credentials in families or completions.
 """
 
@@ -30,6 +36,7 @@ import fcntl
 import json
 import logging
 import os
+import secrets
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -39,6 +46,46 @@ from judging.errors import StoreError, StoreLockedError
 from judging.records import STAGES, Judgement
 
 log = logging.getLogger("judging.store")
+
+#: Name of the identity file inside a store folder.
+IDENTITY_FILE = "identity.json"
+
+
+def check_store_folder(folder: str | Path) -> None:
+    """Raise :class:`StoreError` when ``folder`` (or a folder above it) exists as something other than a
+    folder, so the store could never be created there; a missing folder is fine (it is created)."""
+    folder = Path(folder)
+    for p in (folder, *folder.parents):
+        if p.exists():
+            if not p.is_dir():
+                what = "is an existing file" if p == folder else f"cannot be created: {p} is an existing file"
+                raise StoreError(
+                    f"judgement store {folder} {what}, not a folder. A store is a folder (created when missing): "
+                    "pass another path to --store, or move that file away"
+                )
+            return
+
+
+def read_identity(folder: str | Path) -> dict[str, Any] | None:
+    """The JSON object in ``<folder>/identity.json``, or ``None`` when the store has none (a store written
+    before identity files existed, or one never judged). A damaged file raises :class:`StoreError`."""
+    path = Path(folder) / IDENTITY_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreError(f"{path}: cannot read the store's identity file ({exc})") from None
+    try:
+        obj = json.loads(text)
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        raise StoreError(
+            f"{path}: the store's identity file is damaged ({exc}); it is written atomically, so it was edited: "
+            "restore it, or delete it to let the next `rcp-jax judge` infer the identity from the stored answers"
+        ) from None
+    return obj
 
 
 def _encode(judgement: Judgement) -> bytes:
@@ -145,6 +192,7 @@ class JudgementStore:
         """Take the write lock, cut torn tails, and index the valid records. Idempotent."""
         if self.is_open:
             return self
+        check_store_folder(self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -229,6 +277,31 @@ class JudgementStore:
         )
 
     # -- writing --------------------------------------------------------------------------------------
+
+    def write_identity(self, identity: dict[str, Any]) -> Path:
+        """Write ``identity`` (a JSON object) to ``identity.json`` atomically; requires the write lock.
+
+        The file is made with the process's umask (like the JSONL files); a crash leaves either the old file
+        or the new one, never a mix (an orphaned ``.identity.json.*.tmp`` is removed the next time).
+        """
+        self._require_open()
+        path = self.folder / IDENTITY_FILE
+        data = (json.dumps(identity, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        for stale in self.folder.glob(f".{IDENTITY_FILE}.*.tmp"):  # left by a crash; we hold the lock
+            stale.unlink(missing_ok=True)
+        tmp = self.folder / f".{IDENTITY_FILE}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        self._fsync_dir()
+        return path
 
     def _require_open(self) -> None:
         if not self.is_open:

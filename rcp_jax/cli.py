@@ -2,8 +2,22 @@
 
 Each verb lives in its own module under :mod:`rcp_jax.commands` exposing ``NAME``, ``HELP``,
 ``add_arguments(parser)`` and ``run(args) -> int``; this module only wires them together, sets the
-process-level JAX options (host device count, the persistent compilation cache) and maps domain errors to
-exit codes: 0 success, 1 runtime failure, 2 bad input / usage.
+process-level JAX options (host device count, the persistent compilation cache), makes SIGTERM stop a run
+the way Ctrl-C does, and maps errors to exit codes:
+
+====  ===========================================================================================
+code  meaning
+====  ===========================================================================================
+0     success
+1     unexpected runtime failure (a bug, or the machine: disk full...); the traceback is printed
+2     bad input or usage: a file, option, pools, qrels or store the message names (also a store
+      judged under another schedule identity, a folder option naming an existing file)
+3     the judge failed: authentication, endpoint, transport, windows still invalid after their
+      attempts, or an early-stop verdict (:class:`judging.errors.JudgeError` other than bad input);
+      every answer received is stored: fix the cause and run the same command again to resume
+130   interrupted by Ctrl-C (SIGINT): answers received so far are stored; run the same command again
+143   stopped by SIGTERM (``kill``, a scheduler's time limit): handled exactly like Ctrl-C
+====  ===========================================================================================
 
 The compilation cache keeps XLA's compiled programs (the BT and 2PL fits, the NUTS chain) on disk, so a
 second ``rcp-jax fit`` skips most of its compile time (27 s -> 15 s for NUTS on the demo, two cores). It
@@ -20,7 +34,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,6 +44,22 @@ from pathlib import Path
 from rcp_jax import __version__
 
 VERBS = ("demo", "pool", "judge", "doctor", "fit", "evaluate", "compare", "diagnose", "compare_lists")
+
+#: Exit codes (see the module docstring and ``rcp-jax --help``).
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_JUDGE_FAILED = 0, 1, 2, 3
+EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + 2, 128 + 15  # SIGINT, SIGTERM
+
+EPILOG = """\
+exit status:
+  0    success
+  1    unexpected runtime failure (a bug, or the machine: disk full...)
+  2    bad input or usage: the message names the file, option or store and the fix
+  3    the judge failed (authentication, endpoint, transport, windows still invalid after
+       their attempts, an early-stop verdict); answers received are stored: fix the cause
+       and run the same command again to resume
+  130  interrupted by Ctrl-C; answers received so far are stored: run the same command again
+  143  stopped by SIGTERM, handled like Ctrl-C
+"""
 
 
 def _load_commands() -> list:
@@ -45,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rcp-jax",
         description="Calibrated LLM relevance gains (RCP) and RCP-nDCG with Bayesian uncertainty.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"rcp-jax {__version__}")
     parser.add_argument(
@@ -96,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_compilation_cache()
     # after --help / --version have exited: they need neither the judging layer nor the numeric stack
     from judging.errors import JudgeError, JudgeInputError, StoreError
+    from judging.loop import interrupt_handler
     from rcp_jax.errors import RcpError
 
     def show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
@@ -104,22 +138,50 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     previous = warnings.showwarning
     warnings.showwarning = show_warning
+    previous_term = _install(signal.SIGTERM, interrupt_handler)  # SIGTERM stops a run like Ctrl-C
     try:
         return int(args._run(args) or 0)
     except (RcpError, JudgeInputError, StoreError) as err:  # bad input, a damaged or locked store
         print(f"rcp-jax {args.verb}: error: {err}", file=sys.stderr)
-        return 2
-    except JudgeError as err:  # authentication, endpoint, transport: every answer so far is stored
+        return EXIT_USAGE
+    except JudgeError as err:  # authentication, endpoint, transport, invalid answers: every answer so far is stored
         print(f"rcp-jax {args.verb}: judge failed: {err}", file=sys.stderr)
-        return 1
+        return EXIT_JUDGE_FAILED
+    except (FileExistsError, NotADirectoryError, IsADirectoryError) as err:  # a path of the wrong kind
+        print(f"rcp-jax {args.verb}: error: {_path_error(err)}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt as err:
+        signum = getattr(err, "signum", signal.SIGINT)
         print(f"rcp-jax {args.verb}: {err or 'interrupted'}", file=sys.stderr)
         if "run the same command again" not in str(err):
             print(f"rcp-jax {args.verb}: run the same command again to resume", file=sys.stderr)
-        return 130
+        return EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED
     finally:
         warnings.showwarning = previous
+        if previous_term is not None:
+            _install(signal.SIGTERM, previous_term)
 
+
+def _install(signum: int, handler):
+    """Set ``handler`` for ``signum``; return the previous one (None where signals cannot be set: not the
+    main thread, or an embedded interpreter)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        return signal.signal(signum, handler)
+    except (ValueError, OSError):  # pragma: no cover
+        return None
+
+
+def _path_error(err: OSError) -> str:
+    """One line for a path of the wrong kind (a file where a folder is needed, or the reverse)."""
+    path = err.filename or "a path"
+    if isinstance(err, IsADirectoryError):
+        return f"{path} is a folder where a file is needed: pass a file path"
+    if isinstance(err, NotADirectoryError):
+        return f"{path} cannot be made: part of it is an existing file, not a folder; pass another path or move that file"
+    return (f"{path} is an existing file where a folder is needed: pass a folder path (created when missing) or "
+            "move the file")
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -17,7 +17,6 @@ Example (offline, simulated judge)::
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +27,11 @@ import numpy as np
 import pandas as pd
 
 from judging import judge_windows
-from judging.records import Judgement, Window
+from judging.errors import InvalidAnswersError
+from judging.loop import Interrupted
+from judging.loop import run as run_interruptible
+from judging.records import Judgement, Window, content_hash
+from judging.store import JudgementStore
 from rcp_jax import schedule as S
 from rcp_jax.calibration import Calibration, calibrate
 from rcp_jax.errors import DataError
@@ -153,16 +156,43 @@ def warn_flagged(judgements: Sequence[Judgement], *, keep_flagged: bool = False,
     return len(flagged)
 
 
+def schedule_collisions(judgements: Sequence[Judgement]) -> dict[tuple[str, str, str, int], set[tuple[str, ...]]]:
+    """Window keys ``(query, stage, phase, sequence)`` that hold more than one document set among ``judgements``.
+
+    One schedule names each window once, so such a key means the store holds windows of two schedules
+    (judged under another dataset name, seed or pool before stores recorded their identity).
+    """
+    seen: dict[tuple[str, str, str, int], set[tuple[str, ...]]] = {}
+    for j in judgements:
+        w = j.window
+        seen.setdefault((w.query_id, w.stage, w.phase, w.sequence), set()).add(w.doc_ids)
+    return {k: v for k, v in seen.items() if len(v) > 1}
+
+
+def _window_ids(judgements: Sequence[Judgement]) -> list[str]:
+    """``phase#sequence`` per judgement; a key asked with several document sets (two schedules in one store)
+    gets ``phase#sequence@<hash of its documents>`` so its windows stay apart instead of merging."""
+    collided = schedule_collisions(judgements)
+    out = []
+    for j in judgements:
+        w = j.window
+        wid = f"{w.phase}#{w.sequence}"
+        if (w.query_id, w.stage, w.phase, w.sequence) in collided:
+            wid += "@" + content_hash(list(w.doc_ids), 8)
+        out.append(wid)
+    return out
+
+
 def tournament_table(judgements: Sequence[Judgement], *, keep_flagged: bool = False) -> pd.DataFrame:
     """Long table ``query_id, window_id, doc_id, score`` of valid tournament judgements.
 
-    Flagged judgements (:func:`warn_flagged`) are left out unless ``keep_flagged``.
+    Flagged judgements (:func:`warn_flagged`) are left out unless ``keep_flagged``. ``window_id`` is
+    ``phase#sequence``; windows of two schedules sharing one (:func:`schedule_collisions`) stay apart.
     """
     rows = []
-    for j in judgements:
-        if _usable(j, keep_flagged) and j.scores is not None:
-            wid = f"{j.window.phase}#{j.window.sequence}"
-            rows.extend((j.window.query_id, wid, d, float(j.scores[d])) for d in j.window.doc_ids)
+    usable = [j for j in judgements if _usable(j, keep_flagged) and j.scores is not None]
+    for j, wid in zip(usable, _window_ids(usable)):
+        rows.extend((j.window.query_id, wid, d, float(j.scores[d])) for d in j.window.doc_ids)
     return pd.DataFrame(rows, columns=["query_id", "window_id", "doc_id", "score"])
 
 
@@ -172,19 +202,18 @@ def rubric_table(judgements: Sequence[Judgement], *, keep_flagged: bool = False)
     Flagged judgements (:func:`warn_flagged`) are left out unless ``keep_flagged``.
     """
     rows, k = [], None
-    for j in judgements:
-        if _usable(j, keep_flagged) and j.criteria is not None:
-            wid = f"{j.window.phase}#{j.window.sequence}"
-            for d in j.window.doc_ids:
-                ans = j.criteria[d]
-                if k is None:
-                    k = len(ans)
-                elif len(ans) != k:
-                    raise DataError(
-                        f"window {j.window.label} has {len(ans)} criteria but earlier windows have {k}; one "
-                        "calibration needs one rubric (judge family)"
-                    )
-                rows.append((j.window.query_id, wid, d, *ans))
+    usable = [j for j in judgements if _usable(j, keep_flagged) and j.criteria is not None]
+    for j, wid in zip(usable, _window_ids(usable)):
+        for d in j.window.doc_ids:
+            ans = j.criteria[d]
+            if k is None:
+                k = len(ans)
+            elif len(ans) != k:
+                raise DataError(
+                    f"window {j.window.label} has {len(ans)} criteria but earlier windows have {k}; one "
+                    "calibration needs one rubric (judge family)"
+                )
+            rows.append((j.window.query_id, wid, d, *ans))
     crit = [f"C{i}" for i in range(1, (k or 5) + 1)]
     return pd.DataFrame(rows, columns=["query_id", "window_id", "doc_id", *crit])
 
@@ -228,13 +257,15 @@ async def _judge(windows, *, desc, progress, **kw) -> tuple[list[Judgement], int
         out = await judge_windows(windows, progress=bar, **kw)
     finally:
         bar.close()
-    asked = {(w.query_id, w.stage, w.phase, w.sequence) for w in windows}
-    got = {(j.window.query_id, j.window.stage, j.window.phase, j.window.sequence) for j in out}
-    if asked - got:
-        missing = sorted(asked - got)[:3]
-        raise DataError(
-            f"{len(asked - got)} window(s) of phase {desc!r} still have no valid answer after the retries "
-            f"(e.g. {missing}); run the same command again to ask only those"
+    got = {j.window for j in out}
+    missing = sorted({w for w in windows if w not in got}, key=S.schedule_order)
+    if missing:
+        store = kw.get("store")
+        where = store.folder if isinstance(store, JudgementStore) else store
+        shown = ", ".join(w.label for w in missing[:3]) + (" ..." if len(missing) > 3 else "")
+        raise InvalidAnswersError(
+            f"{len(missing)} window(s) of phase {desc!r} still have no valid answer after their attempts ({shown}); "
+            f"their invalid answers are stored in {where}. Run the same command again to ask only those windows"
         )
     return out, bar.calls
 
@@ -243,29 +274,61 @@ async def judge_collection(
     collection: PipelineInput,
     *,
     judge,
-    store: str | Path,
+    store: str | Path | JudgementStore,
     seed: int = 0,
     config: S.ScheduleConfig = S.DEFAULT_CONFIG,
     concurrency: int = 16,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
     keep_flagged: bool = False,
+    dataset_from_store: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
     """Run Stage A and Stage B for every query of ``collection`` (async).
+
+    The store is held (locked) for the whole run. Its schedule identity (dataset name, seed, ``config``,
+    pools; :mod:`rcp_jax.store_identity`) is recorded on the first run and checked, before any judge call,
+    on every later one: a run that would judge a second schedule into the store is refused.
 
     Flagged answers (:func:`warn_flagged`) stay in the store but feed neither the schedule's refits nor
     the returned tables unless ``keep_flagged``; one :class:`FlaggedJudgementWarning` names them.
 
+    Args:
+        dataset_from_store: ``collection.dataset`` is only a default name (the CLI without ``--name``): a
+            store recorded under another name with the same seed, schedule and pools resumes under its
+            recorded name (with a :class:`rcp_jax.store_identity.StoreIdentityNote`) instead of being refused.
+
     Returns:
         (window_scores, answers, final BT table, judge calls made).
+
+    Raises:
+        StoreIdentityError: the store was judged under another identity (nothing is asked).
+        InvalidAnswersError: windows still have no valid answer after their attempts (they are stored).
     """
-    say = log or (lambda _msg: None)
     pools = {q: collection.pools[q] for q in sorted(collection.pools)}
     for q, docs in pools.items():  # refuse before any call
         S.check_rubric_coverage(q, len(docs), config)
+    st = store if isinstance(store, JudgementStore) else JudgementStore(store)
+    opened_here = not st.is_open
+    st.open()
+    try:
+        return await _judge_all(collection, pools, judge=judge, store=st, seed=seed, config=config,
+                                concurrency=concurrency, progress=progress, log=log, keep_flagged=keep_flagged,
+                                dataset_from_store=dataset_from_store)
+    finally:
+        if opened_here:
+            st.close()
+
+
+async def _judge_all(collection, pools, *, judge, store: JudgementStore, seed, config, concurrency, progress, log,
+                     keep_flagged, dataset_from_store):
+    from rcp_jax.store_identity import check_store_identity
+
+    say = log or (lambda _msg: None)
+    ds = check_store_identity(store, dataset=collection.dataset, seed=seed, config=config, pools=pools,
+                              dataset_from_store=dataset_from_store, say=log)
     common = dict(judge=judge, store=store, documents=collection.documents, queries=collection.queries,
                   concurrency=concurrency)
-    ds, calls = collection.dataset, 0
+    calls = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", S.ScheduleWarning)
         r1 = [w for q, d in pools.items() for w in S.tournament_round1(q, d, seed=seed, dataset=ds, config=config)]
@@ -423,6 +486,7 @@ def store_tables(
             raise DataError(f"{store / (stage + '.jsonl')} has no valid {stage} judgements; run `rcp-jax judge` first")
         families[stage] = next(iter(found.values())).to_dict()
         warn_flagged(records, keep_flagged=keep_flagged, stacklevel=2)
+        _warn_two_schedules(store, stage, records)
         table = tournament_table if stage == "tournament" else rubric_table
         tables[stage] = table(records, keep_flagged=keep_flagged)
     t, r = families["tournament"], families["rubric"]
@@ -433,6 +497,27 @@ def store_tables(
             "judge: judge both stages with the same model and settings, or pick one with --family"
         )
     return tables["tournament"], tables["rubric"], families
+
+
+class StoreScheduleWarning(UserWarning):
+    """A store holds windows of two schedules (judged under two dataset names, seeds or pools); fits keep
+    every answer, each window on its own."""
+
+
+def _warn_two_schedules(store: Path, stage: str, records: Sequence[Judgement]) -> None:
+    collided = schedule_collisions(records)
+    if not collided:
+        return
+    q, _, phase, seq = sorted(collided)[0]
+    queries = sorted({k[0] for k in collided})
+    warnings.warn(
+        f"{store / (stage + '.jsonl')} holds windows of two schedules: {len(collided)} {stage} window name(s) of "
+        f"{len(queries)} queries were each asked with two or more document sets (e.g. query {q!r} {phase}#{seq}), "
+        "because an earlier `rcp-jax judge` into this store used another --name, --seed or pools file (before stores "
+        "recorded their identity). The fit keeps every answer, each window on its own (ids 'phase#n@<hash>'), so it "
+        "is valid but its design is no longer balanced; for one schedule, judge again into a new --store",
+        StoreScheduleWarning, stacklevel=3,
+    )
 
 
 def flag_notes(store: str | Path, *, keep_flagged: bool = False) -> list[str]:
@@ -449,9 +534,18 @@ def flag_notes(store: str | Path, *, keep_flagged: bool = False) -> list[str]:
 
 
 def judge_collection_sync(collection: PipelineInput, **kwargs) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
-    """:func:`judge_collection` for synchronous callers; Ctrl-C leaves every received answer stored."""
+    """:func:`judge_collection` for synchronous callers.
+
+    Ctrl-C (and SIGTERM, where the process installed :func:`judging.loop.interrupt_handler` for it, as the
+    ``rcp-jax`` command does) stops the run with every received answer stored and raises
+    :class:`judging.loop.Interrupted` (a ``KeyboardInterrupt``) whose message says how to resume.
+    """
+    import signal
+
     try:
-        return asyncio.run(judge_collection(collection, **kwargs))
-    except KeyboardInterrupt:
+        return run_interruptible(judge_collection(collection, **kwargs))
+    except KeyboardInterrupt as err:
         store = kwargs.get("store")
-        raise KeyboardInterrupt(f"interrupted: answers received so far are in {store}; run the same command again to resume") from None
+        store = store.folder if isinstance(store, JudgementStore) else store
+        raise Interrupted(f"interrupted: answers received so far are in {store}; run the same command again to "
+                          "resume", getattr(err, "signum", signal.SIGINT)) from None

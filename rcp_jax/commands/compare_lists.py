@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from rcp_jax.commands._common import add_collection_args, emit, latent_from_qrels, load_collection, make_judge, pipeline_input
+from rcp_jax.commands._paths import folder
 from rcp_jax.errors import DataError
 
 NAME = "compare-lists"
@@ -14,12 +15,12 @@ HELP = ("show judges the ideal top-k under RCP and under Count gains as two anon
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--report", type=Path, default=None,
+    p.add_argument("--report", type=folder, default=None,
                    help="report folder of `rcp-jax demo` (or any folder with calibration/ and store/); results "
                         "are written there")
     p.add_argument("--calibration", type=Path, default=None, help="calibration folder (default: REPORT/calibration)")
-    p.add_argument("--store", type=Path, default=None, help="judgement store (default: REPORT/store)")
-    p.add_argument("--out", type=Path, default=None, help="where to write list_comparison.csv and list_decisions.csv "
+    p.add_argument("--store", type=folder, default=None, help="judgement store (default: REPORT/store)")
+    p.add_argument("--out", type=folder, default=None, help="where to write list_comparison.csv and list_decisions.csv "
                    "(default: REPORT)")
     p.add_argument("--k", type=int, default=10, help="list length (default 10)")
     g = p.add_argument_group("judges")

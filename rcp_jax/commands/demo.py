@@ -7,13 +7,14 @@ import time
 from pathlib import Path
 
 from rcp_jax.commands._common import add_judge_args, board_payload, emit, format_board, make_judge, stderr
+from rcp_jax.commands._paths import folder
 
 NAME = "demo"
 HELP = "run the whole RCP pipeline on the embedded demo dataset and print a leaderboard"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, default=Path("rcp_runs/demo"),
+    p.add_argument("--out", type=folder, default=Path("rcp_runs/demo"),
                    help="report folder; its store/ subfolder keeps every judgement (default rcp_runs/demo)")
     p.add_argument("--k", type=int, default=10, help="nDCG cut-off (default 10)")
     p.add_argument("--no-plots", action="store_true", help="skip the report figures")

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rcp_jax.commands._paths import folder
 from rcp_jax.commands.compare import jsonable, read_table
 from rcp_jax.errors import DataError
 
@@ -23,11 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("per_query", nargs="?", help="per-query metrics table (system, query_id, [dataset], "
                         "metric columns), e.g. evaluate's per_query.csv (default: none; optional with --fit, "
                         "--answers or --queries)")
-    parser.add_argument("--fit", type=Path, default=None, metavar="FOLDER",
+    parser.add_argument("--fit", type=folder, default=None, metavar="FOLDER",
                         help="the folder `rcp-jax fit --out` wrote: ECE and Brier of the rubric answers predicted "
                              "from the raw BT scores vs the calibrated abilities, reliability diagram, local "
                              "dependence, tau spread and item transfer (default: none)")
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=folder, default=None,
                         help="with --fit, where to write reliability.png, predictions.csv (one row per answer with "
                              "p_raw, p_calibrated), calibration_report.csv, transfer.csv and diagnose.json "
                              "(default: <fit folder>/diagnostics)")

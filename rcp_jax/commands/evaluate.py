@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from rcp_jax.commands._common import board_payload, emit, format_board
+from rcp_jax.commands._paths import folder
 
 NAME = "evaluate"
 HELP = "score systems' runs with a calibration: per-query RCP-/Count-/qrel-nDCG and a leaderboard"
@@ -23,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", default="plain",
                    help="tie rule, pool restriction and rounding: plain, nanobeir, bright, trecdl, vidore or mteb "
                         "(default plain)")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=folder, default=None,
                    help="write per_query.csv and leaderboard.csv here (with --posterior also posterior_systems.csv, "
                         "posterior_pairs.csv, posterior_per_query.csv, the P(A > B) matrix posterior_p_better.csv and the "
                         "forest plot pairs_forest.png)")
