@@ -2,13 +2,29 @@
 
 Transport policy (the only one: litellm's and the OpenAI SDK's own retries are set to 0):
 
-- rate limits (429), server errors (5xx), timeouts and dropped connections are retried up to
+- every call has a total deadline of ``timeout`` seconds, from connecting to the last byte of the answer
+  (an asyncio deadline around the whole call: a server that trickles its answer one byte at a time cannot
+  hold a call open longer). Time spent waiting for this client's own ``max_in_flight`` slot is not counted;
+  time the request queues inside the server is;
+- rate limits (429), server errors (5xx), deadlines passed and dropped connections are retried up to
   ``max_transport_retries`` times with exponential backoff and jitter (``Retry-After`` respected);
 - authentication (401/403) and not-found (404) errors fail at once with :class:`JudgeAuthError` /
-  :class:`JudgeNotFoundError`, naming the model and endpoint, never the key;
+  :class:`JudgeNotFoundError`, naming the model and endpoint, never the key; missing credentials (which
+  litellm reports as a 500) fail at once with :class:`JudgeCredentialsError`, naming the variable to set;
 - a rejected request (400/422, e.g. the context is too long) fails at once with :class:`JudgeRequestError`;
+  a ``response_format`` the server rejects (400, 422 or 500 naming it) with
+  :class:`JudgeStructuredOutputError`, saying which ``structured_output`` mode to try instead;
 - a content-filter refusal is not an error: it becomes an answer with ``finish_reason="content_filter"``
-  that the parser records as ``refused``.
+  that the parser records as ``refused``;
+- a reply without an answer (empty or null ``choices``, no message, ``content: null`` without tool calls)
+  is not an error either: it is stored as an invalid answer of category ``malformed_response`` and the
+  window is re-asked like after any invalid answer.
+
+Re-asks (attempt 2, 3, ... of a window whose answer was invalid) vary what can vary, since at temperature 0
+the same request gets the same text: a different ``seed`` (where litellm says the provider takes one), a
+temperature raised by ``reask_temperature_step`` per re-ask (from 0 to at most 1; not when ``temperature``
+is ``None``), and a short repair note appended to the last user message quoting the parse error. The
+stored record says what was varied (:attr:`judging.Judgement.reask`). ``vary_reasks=False`` turns this off.
 
 At most ``max_in_flight`` calls are open at once (an asyncio semaphore; ``None``: no cap beyond the
 caller's own concurrency). Every answered call adds its tokens and cost to :attr:`LiteLLMJudge.ledger`.
@@ -40,9 +56,12 @@ from typing import Any
 
 from judging.errors import (
     JudgeAuthError,
+    JudgeCredentialsError,
     JudgeError,
     JudgeNotFoundError,
     JudgeRequestError,
+    JudgeStructuredOutputError,
+    JudgeTimeoutError,
     JudgeTransportError,
 )
 from judging.judge import DEFAULT_MAX_WINDOW_CHARS, BaseJudge, Completion, JudgeRequest
@@ -50,10 +69,27 @@ from judging.records import Usage
 from judging.redact import redact
 from judging.render import PromptTemplate
 from judging.schema import response_format
+from judging.verdict import truncate
 
 log = logging.getLogger("judging.client")
 
-STRUCTURED_MODES = ("auto", "json_schema", "json_object", "off")
+#: ``structured_output`` modes: ``json_schema`` (OpenAI form, ``{"type": "json_schema", "json_schema": {...}}``:
+#: hosted APIs, vLLM, SGLang, Ollama, recent llama.cpp), ``json_object`` (JSON, no shape), ``json_object_schema``
+#: (llama.cpp's and llama-cpp-python's form ``{"type": "json_object", "schema": {...}}``), ``none`` / ``off``
+#: (nothing sent; the same mode, ``off`` is how families record it), ``auto`` (``json_schema`` when litellm
+#: knows the model takes a schema, else ``off``).
+STRUCTURED_MODES = ("auto", "json_schema", "json_object", "json_object_schema", "none", "off")
+#: The first words of the repair message a re-ask appends (see :meth:`LiteLLMJudge.reask_messages`).
+REPAIR_MARKER = "Your previous answer could not be used"
+#: litellm / OpenAI SDK messages meaning no credentials were sent at all (litellm reports them as a 500).
+_NO_CREDENTIALS = ("missing credentials", "api_key client option must be set", "no api key", "api key is missing",
+                   "missing api key", "api key not found", "api_key must be set", "no key is set")
+#: Words of a server's message rejecting the structured-output request.
+_STRUCTURED_WORDS = ("response_format", "json_schema", "json_object", "response format", "grammar", "guided_json",
+                     "structured output")
+#: litellm's messages for a 200 reply that held no usable completion.
+_MALFORMED_WORDS = ("invalid response object", "returned 'choices'", "error in response object",
+                    "choices' that is not a list", "empty choices")
 _ROUTER_GROUP = "rcp-judge"
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm")
 
@@ -106,9 +142,9 @@ class LiteLLMJudge(BaseJudge):
     temperature, max_tokens, top_p, seed : decoding settings (part of the judge family).
     extra_params : more keyword arguments for ``acompletion`` (e.g. ``{"reasoning_effort": "low"}``);
         part of the family.
-    structured_output : ``"auto"`` (a JSON schema when litellm knows the model supports one, else
-        nothing), ``"json_schema"``, ``"json_object"`` or ``"off"``.
-    timeout : seconds per call before it counts as a timeout (retried).
+    structured_output : one of :data:`STRUCTURED_MODES` (``"none"`` is recorded as ``"off"``).
+    timeout : total deadline of one call in seconds, connect to last byte (see the module docstring); a call
+        past it counts as a timeout and is retried.
     max_in_flight : cap on open calls across every caller of this judge; ``None``: no cap.
     max_transport_retries : retries of one call on 429 / 5xx / timeouts before :class:`JudgeTransportError`.
     backoff_base, backoff_max : seconds; the n-th retry waits ``min(backoff_max, backoff_base * 2**n)``
@@ -116,6 +152,9 @@ class LiteLLMJudge(BaseJudge):
     input_cost_per_token, output_cost_per_token : USD prices overriding litellm's cost map (e.g. 0.0
         for a self-hosted server); without them, cost comes from litellm's map or is unknown (``None``).
     prompts, max_window_chars : see :class:`judging.judge.BaseJudge`.
+    vary_reasks : vary seed, temperature and add a repair note on re-asks (module docstring); not part of
+        the family (each record says what was varied).
+    reask_temperature_step : temperature added per re-ask (capped at 1; 0: keep the temperature).
     """
 
     def __init__(
@@ -140,10 +179,18 @@ class LiteLLMJudge(BaseJudge):
         output_cost_per_token: float | None = None,
         prompts: Mapping[str, PromptTemplate | str] | None = None,
         max_window_chars: int | None = DEFAULT_MAX_WINDOW_CHARS,
+        vary_reasks: bool = True,
+        reask_temperature_step: float = 0.2,
     ) -> None:
         super().__init__(model, prompts=prompts, max_window_chars=max_window_chars)
         if structured_output not in STRUCTURED_MODES:
             raise JudgeError(f"structured_output must be one of {STRUCTURED_MODES}, got {structured_output!r}")
+        if structured_output == "none":
+            structured_output = "off"
+        if not (isinstance(timeout, int | float) and timeout > 0):
+            raise JudgeError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if reask_temperature_step < 0:
+            raise JudgeError(f"reask_temperature_step must be >= 0, got {reask_temperature_step!r}")
         if endpoints is not None and api_base is not None:
             raise JudgeError("give either api_base (one endpoint) or endpoints (several), not both")
         if (input_cost_per_token is None) != (output_cost_per_token is None):
@@ -168,9 +215,12 @@ class LiteLLMJudge(BaseJudge):
         self.backoff_max = float(backoff_max)
         self.input_cost_per_token = input_cost_per_token
         self.output_cost_per_token = output_cost_per_token
+        self.vary_reasks = bool(vary_reasks)
+        self.reask_temperature_step = float(reask_temperature_step)
         self._litellm: Any = None
         self._router: Any = None
         self._cost_unknown = False
+        self._supported: set[str] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable (for worker processes): the litellm module, Router and semaphores are rebuilt there."""
@@ -263,9 +313,55 @@ class LiteLLMJudge(BaseJudge):
 
     # -- one call -------------------------------------------------------------------------------------
 
-    def _kwargs(self, request: JudgeRequest) -> dict[str, Any]:
+    def _supports(self, param: str) -> bool:
+        """Whether litellm says this model's provider takes the OpenAI parameter ``param``."""
+        if self._supported is None:
+            litellm = self._ensure_litellm()
+            try:
+                self._supported = set(litellm.get_supported_openai_params(model=self.model) or ())
+            except Exception:  # noqa: BLE001 - an unknown provider: assume only what every provider takes
+                self._supported = {"temperature", "max_tokens"}
+        return param in self._supported
+
+    def reask_settings(self, request: JudgeRequest) -> dict[str, Any] | None:
+        """What a re-ask changes (``None`` on a first attempt or with ``vary_reasks=False``).
+
+        Returns ``{"attempt", "seed", "temperature", "repair"}`` with ``None`` for what is left as it was:
+        ``seed`` is ``(seed or 0) + attempt - 1`` when the provider takes a seed; ``temperature`` is the
+        configured one plus ``reask_temperature_step`` per re-ask, at most 1 (never below the configured
+        one); ``repair`` quotes the last invalid answer's category and detail.
+        """
+        if request.attempt <= 1 or not self.vary_reasks:
+            return None
+        k = request.attempt - 1
+        seed = (self.seed or 0) + k if self._supports("seed") else None
+        temperature = None
+        if self.temperature is not None and self.reask_temperature_step > 0 and self._supports("temperature"):
+            bumped = round(min(max(self.temperature, 1.0), self.temperature + self.reask_temperature_step * k), 6)
+            temperature = bumped if bumped != self.temperature else None
+        repair = None
+        if request.previous is not None:
+            category, detail = request.previous
+            repair = truncate(f"{category}: {detail}" if detail else str(category), 200)
+        return {"attempt": request.attempt, "seed": seed, "temperature": temperature, "repair": repair}
+
+    def repair_note(self, repair: str) -> str:
+        """The note a re-ask appends to the last user message (starts with :data:`REPAIR_MARKER`)."""
+        return (f"{REPAIR_MARKER} ({repair}). Answer again: follow the instructions above exactly and end with "
+                "the JSON object they describe, covering every document.")
+
+    def _response_format(self, request: JudgeRequest) -> dict[str, Any] | None:
+        mode = self.structured_mode()
+        stage, rendered = request.window.stage, request.rendered
+        if mode == "json_object_schema":  # llama.cpp: {"type": "json_object", "schema": <the JSON schema>}
+            rf = response_format(stage, rendered.positional, rendered.n_criteria, "json_schema")
+            return {"type": "json_object", "schema": rf["json_schema"]["schema"]} if rf else None
+        return response_format(stage, rendered.positional, rendered.n_criteria, mode)
+
+    def _kwargs(self, request: JudgeRequest, reask: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        messages = [dict(m) for m in request.rendered.messages]
         kw: dict[str, Any] = {
-            "messages": [dict(m) for m in request.rendered.messages],
+            "messages": messages,
             "timeout": self.timeout,
             "num_retries": 0,
             "max_retries": 0,
@@ -278,9 +374,20 @@ class LiteLLMJudge(BaseJudge):
             kw["top_p"] = self.top_p
         if self.seed is not None:
             kw["seed"] = self.seed
-        rf = response_format(
-            request.window.stage, request.rendered.positional, request.rendered.n_criteria, self.structured_mode()
-        )
+        if reask:
+            if reask.get("seed") is not None:
+                kw["seed"] = reask["seed"]
+            if reask.get("temperature") is not None:
+                kw["temperature"] = reask["temperature"]
+            if reask.get("repair"):
+                last = max(i for i, m in enumerate(messages) if m.get("role") == "user") if any(
+                    m.get("role") == "user" for m in messages) else len(messages) - 1
+                note = self.repair_note(reask["repair"])
+                if last < 0:
+                    messages.append({"role": "user", "content": note})
+                else:  # appended to the last user message: chat templates that need alternating roles accept it
+                    messages[last] = {**messages[last], "content": f"{messages[last]['content']}\n\n{note}"}
+        rf = self._response_format(request)
         if rf is not None:
             kw["response_format"] = rf
         if self.input_cost_per_token is not None:
@@ -315,8 +422,16 @@ class LiteLLMJudge(BaseJudge):
         if isinstance(exc, litellm.ContentPolicyViolationError):
             return "content_filter"
         if isinstance(exc, asyncio.TimeoutError | litellm.Timeout):
-            return "retry"
+            return "timeout"
         status = getattr(exc, "status_code", None)
+        text = str(getattr(exc, "message", "") or exc).lower()
+        if any(w in text for w in _NO_CREDENTIALS) and status in (None, 400, 401, 403, 500):
+            return "credentials"
+        if any(w in text for w in _MALFORMED_WORDS) and status in (None, 422, 500):
+            return "malformed"
+        if (status in (400, 422, 500, 501) and self.structured_mode() != "off"
+                and any(w in text for w in _STRUCTURED_WORDS)):
+            return "structured"
         if status in (401, 403):
             return "auth"
         if status == 404:
@@ -352,6 +467,23 @@ class LiteLLMJudge(BaseJudge):
         status = getattr(exc, "status_code", None)
         upstream = redact(str(getattr(exc, "message", "") or exc), self._secrets())[:300]
         said = f" The endpoint said: {upstream}" if upstream else ""
+        if kind == "credentials":
+            missing = self._missing_keys()
+            var = " or ".join(missing) if missing else "the provider's key variable (e.g. OPENAI_API_KEY)"
+            return JudgeCredentialsError(
+                f"{where}: no API key reached the provider while judging window {window}. Set {var} in the "
+                "environment (or pass api_key=). A local OpenAI-compatible server that checks no key accepts any "
+                "value (e.g. OPENAI_API_KEY=none), or use the 'hosted_vllm/<model>' prefix, which sends none. "
+                f"The key itself is never shown.{said}"
+            )
+        if kind == "structured":
+            mode = self.structured_mode()
+            others = [m for m in ("json_schema", "json_object_schema", "json_object", "none") if m != mode]
+            return JudgeStructuredOutputError(
+                f"{where} rejected response_format={mode} (HTTP {status}) for window {window}: this server does "
+                f"not take that structured-output form. Try --structured-output {' or '.join(others[:2])} "
+                f"(llama.cpp: json_object_schema), or none (then the parser alone checks the answers).{said}"
+            )
         if kind == "auth":
             return JudgeAuthError(
                 f"{where} refused the credentials (HTTP {status}) while judging window {window}. Check the API "
@@ -373,6 +505,13 @@ class LiteLLMJudge(BaseJudge):
                 f"{where} rejected the request for window {window} (HTTP {status}). Check extra_params, "
                 f"max_tokens and structured_output (now {self.structured_mode()!r}).{said}"
             )
+        if kind == "timeout":
+            return JudgeTimeoutError(
+                f"{where}: window {window} ran past its {self.timeout:g} s deadline on each of {retries + 1} tries "
+                "(the deadline covers connecting, the server's queue and the whole answer). Raise --timeout, lower "
+                "--concurrency to the server's parallel slots (queued requests wait inside the server) or "
+                "--max-tokens, then re-run: stored answers are kept."
+            )
         if kind == "retry":
             return JudgeTransportError(
                 f"{where}: window {window} still failing after {retries} retries ({type(exc).__name__}, HTTP "
@@ -380,6 +519,36 @@ class LiteLLMJudge(BaseJudge):
                 f"then re-run: stored answers are kept.{said}"
             )
         return JudgeError(f"{where}: unexpected {type(exc).__name__} for window {window}.{said}")
+
+    def _missing_keys(self) -> list[str]:
+        try:
+            return list(self._ensure_litellm().validate_environment(model=self.model).get("missing_keys") or [])
+        except Exception:  # noqa: BLE001 - an unknown provider: name the usual variable instead
+            return []
+
+    @staticmethod
+    def _answer_text(resp: Any) -> tuple[str, str | None, str]:
+        """(text, finish reason, malformed description) of a completion; the description is ``""`` when the
+        reply holds an answer (possibly empty text, e.g. cut by max_tokens)."""
+        choices = getattr(resp, "choices", None)
+        if not choices:
+            return "", None, f"the reply's 'choices' was {'empty' if choices is not None else 'missing or null'}"
+        choice = choices[0]
+        finish = getattr(choice, "finish_reason", None)
+        message = getattr(choice, "message", None)
+        if message is None:
+            return "", finish, "the reply's first choice has no message"
+        content = getattr(message, "content", None)
+        if content is None:
+            calls = getattr(message, "tool_calls", None) or []
+            args = [getattr(getattr(c, "function", None), "arguments", None) for c in calls]
+            args = [a for a in args if isinstance(a, str) and a]
+            if args:  # an answer given as a tool call: its arguments are the JSON
+                return args[0], finish, ""
+            if finish == "length":  # e.g. reasoning used every token: the parser calls it truncated
+                return "", finish, ""
+            return "", finish, "the reply's message has content null and no tool calls"
+        return str(content), finish, ""
 
     def _usage(self, resp: Any) -> Usage:
         u = getattr(resp, "usage", None)
@@ -406,9 +575,14 @@ class LiteLLMJudge(BaseJudge):
             self._cost_unknown = True
             return None
 
+    async def _call_with_deadline(self, kw: dict[str, Any]) -> Any:
+        """One call under the total deadline (``timeout`` seconds, connect to last byte)."""
+        return await asyncio.wait_for(self._call(kw), timeout=self.timeout)
+
     async def complete(self, request: JudgeRequest) -> Completion:
         """One answer for ``request``, retried on transport failures as described in the module docstring."""
-        kw = self._kwargs(request)
+        reask = self.reask_settings(request)
+        kw = self._kwargs(request, reask)
         retries = 0
         while True:
             error: JudgeError | None = None
@@ -417,9 +591,9 @@ class LiteLLMJudge(BaseJudge):
                 sem = self._semaphore()
                 if sem is not None:
                     async with sem:
-                        resp = await self._call(dict(kw))
+                        resp = await self._call_with_deadline(dict(kw))
                 else:
-                    resp = await self._call(dict(kw))
+                    resp = await self._call_with_deadline(dict(kw))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - classified below, never swallowed
@@ -427,31 +601,32 @@ class LiteLLMJudge(BaseJudge):
                 if kind == "content_filter":
                     usage = Usage(0, 0, None)
                     self.ledger.add(usage, retries)
-                    return Completion(text="", finish_reason="content_filter", usage=usage, transport_retries=retries)
-                if kind == "retry" and retries < self.max_transport_retries:
+                    return Completion(text="", finish_reason="content_filter", usage=usage, transport_retries=retries,
+                                      reask=reask)
+                if kind == "malformed":
+                    usage = Usage(0, 0, None)
+                    self.ledger.add(usage, retries)
+                    said = redact(str(getattr(exc, "message", "") or exc), self._secrets()).splitlines()
+                    return Completion(text="", finish_reason=None, usage=usage, transport_retries=retries,
+                                      malformed=truncate(said[0] if said else type(exc).__name__, 200), reask=reask)
+                if kind in ("retry", "timeout") and retries < self.max_transport_retries:
                     delay = self._backoff(retries, exc)
+                    what = (f"no complete answer within the {self.timeout:g} s deadline" if kind == "timeout"
+                            else f"{type(exc).__name__} (HTTP {getattr(exc, 'status_code', None)})")
                     log.warning(
-                        "window %s: %s from %s (HTTP %s); retry %d/%d in %.2fs",
-                        request.window.label,
-                        type(exc).__name__,
-                        self.endpoint_label,
-                        getattr(exc, "status_code", None),
-                        retries + 1,
-                        self.max_transport_retries,
-                        delay,
+                        "window %s: %s from %s; retry %d/%d in %.2fs",
+                        request.window.label, what, self.endpoint_label, retries + 1, self.max_transport_retries, delay,
                     )
                 else:
                     self.ledger.failed_calls += 1
                     error = self._error(kind, exc, request, retries)
                 del exc
             else:
-                choice = resp.choices[0]
-                text = getattr(choice.message, "content", None) or ""
+                text, finish, malformed = self._answer_text(resp)
                 usage = self._usage(resp)
                 self.ledger.add(usage, retries)
-                return Completion(
-                    text=text, finish_reason=getattr(choice, "finish_reason", None), usage=usage, transport_retries=retries
-                )
+                return Completion(text=text, finish_reason=finish, usage=usage, transport_retries=retries,
+                                  malformed=malformed, reask=reask)
             if error is not None:
                 raise error  # outside the except block: the provider's exception is not chained
             retries += 1

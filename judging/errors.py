@@ -32,8 +32,45 @@ class JudgeRequestError(JudgeError):
     """The endpoint rejected the request itself (HTTP 400/422: context too long, unsupported option)."""
 
 
+class JudgeStructuredOutputError(JudgeRequestError):
+    """The endpoint rejected the structured-output request (``response_format``) it was sent. Never retried;
+    the message names the mode sent and the modes to try instead."""
+
+
+class JudgeCredentialsError(JudgeAuthError):
+    """No credentials reached the provider (no key given and none in its environment variable). Never
+    retried; the message names the variable to set, never a key."""
+
+
 class JudgeTransportError(JudgeError):
     """Rate limits, server errors or timeouts persisted through every transport retry."""
+
+
+class JudgeTimeoutError(JudgeTransportError):
+    """Every attempt of one call ran past its total deadline (``timeout`` seconds, connect to last byte)."""
+
+
+class InvalidAnswersError(JudgeError):
+    """Windows still have no valid answer after their attempts: the judge answered, but not usably.
+
+    Attributes
+    ----------
+    summary : the :class:`judging.verdict.InvalidSummary` of the invalid answers (by category, one
+        example), or ``None``.
+    """
+
+    def __init__(self, message: str, summary: object | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.summary))
+
+
+class JudgeVerdictError(InvalidAnswersError):
+    """The run stopped early: the first ``stop_after_invalid`` answers were all invalid, so this judge (model,
+    settings, structured-output mode) is not answering usably; the message says by category how, shows
+    one answer, and what to try."""
 
 
 class StoreError(JudgeError):

@@ -141,7 +141,9 @@ def estimate_cost(
     if any(m.startswith("chars/4") for m in methods):
         notes.append("no tokenizer for this judge's model (unknown to litellm's local map): tokens are characters / 4")
     if cost is None:
-        notes.append("no price known for this model: pass input_cost_per_token / output_cost_per_token to price it")
+        notes.append("no price known for this model: price it with --input-cost-per-token and --output-cost-per-token "
+                     "(USD per token; 0 for your own server), or input_cost_per_token= / output_cost_per_token= of "
+                     "judging.LiteLLMJudge in Python")
     return Estimate(
         calls=len(windows),
         input_tokens=total_in,

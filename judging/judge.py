@@ -22,11 +22,16 @@ DEFAULT_MAX_WINDOW_CHARS = 60_000
 
 @dataclass(frozen=True)
 class JudgeRequest:
-    """One call: the window, its rendering and the 1-based answer attempt (re-asks after invalid answers)."""
+    """One call: the window, its rendering and the 1-based answer attempt (re-asks after invalid answers).
+
+    ``previous`` is ``(category, detail)`` of the window's last invalid answer when this is a re-ask (from
+    this run or an earlier one), so a judge can vary the request and say what was wrong; ``None`` otherwise.
+    """
 
     window: Window
     rendered: RenderedWindow
     attempt: int = 1
+    previous: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -39,12 +44,18 @@ class Completion:
     finish_reason : ``"stop"``, ``"length"``, ``"content_filter"``, ... or ``None`` when unknown.
     usage : tokens and cost of the call (cost ``None`` when unknown).
     transport_retries : rate-limit / server-error / timeout retries this call needed.
+    malformed : when the endpoint's reply held no answer at all (empty or null ``choices``, no message,
+        ``content: null`` without tool calls), a one-line description; the answer is then stored invalid
+        with category ``"malformed_response"`` and re-asked like any invalid answer. ``""`` otherwise.
+    reask : what this call varied as a re-ask (see :attr:`judging.records.Judgement.reask`); ``None``.
     """
 
     text: str
     finish_reason: str | None
     usage: Usage
     transport_retries: int = 0
+    malformed: str = ""
+    reask: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -100,7 +111,17 @@ class BaseJudge:
     model : the model string recorded in the family.
     prompts : per-stage templates overriding the built-in ones (see :func:`resolve_prompts`).
     max_window_chars : characters of document text allowed per window (``None``: no limit).
+
+    Attributes
+    ----------
+    max_attempts, stop_after_invalid : the run policy :func:`judging.judge_windows` uses when its own
+        arguments are left ``None`` (``None`` here too: the module defaults). Set on a judge, they reach every
+        run made with it, also through wrappers that do not pass them on (e.g. ``rcp_jax.judge_collection``);
+        ``rcp-jax`` sets them from ``--max-attempts`` / ``--stop-after-invalid``. Not part of the family.
     """
+
+    max_attempts: int | None = None
+    stop_after_invalid: int | None = None
 
     def __init__(
         self,

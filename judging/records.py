@@ -21,6 +21,9 @@ STAGES: tuple[str, ...] = ("tournament", "rubric", "lists")
 
 #: Why an answer was rejected. ``None`` on a valid judgement.
 INVALID_CATEGORIES: tuple[str, ...] = ("no_json", "invalid_json", "schema", "incomplete", "truncated", "refused")
+#: Invalid categories the parser never gives: the endpoint's reply itself held no answer (an empty or null
+#: ``choices`` list, a choice without a message, ``content: null`` without tool calls).
+RESPONSE_CATEGORIES: tuple[str, ...] = ("malformed_response",)
 
 
 def content_hash(payload: Any, n_hex: int = 16) -> str:
@@ -215,7 +218,8 @@ class Judgement:
     family : the judge family that answered.
     window : the window asked.
     valid : whether the answer passed strict validation.
-    invalid_category : one of :data:`INVALID_CATEGORIES` when invalid, else ``None``.
+    invalid_category : one of :data:`INVALID_CATEGORIES` or :data:`RESPONSE_CATEGORIES` when invalid, else
+        ``None``.
     invalid_detail : a one-line reason when invalid (e.g. ``"doc_3 missing"``), else ``""``.
     scores : tournament only: real doc id -> score in [-5, 5]; ``None`` otherwise or when invalid.
     criteria : rubric only: real doc id -> tuple of K answers in {0, 1} (C1..CK); ``None`` otherwise.
@@ -232,6 +236,10 @@ class Judgement:
     flags : warnings about this answer, e.g. ``"echoes_document:<doc id>"`` when the answer repeats an
         answer planted inside that document (a prompt injection); ``()`` for most records, which then
         keep their exact stored form.
+    reask : what a re-ask varied to get a different answer than the attempt before, e.g.
+        ``{"attempt": 2, "seed": 1, "temperature": 0.2, "repair": "schema: doc_3 missing"}`` (see
+        :meth:`judging.LiteLLMJudge.reask_settings`); ``None`` on first attempts and for judges that vary
+        nothing (then not written, so those records keep their exact stored form). Not part of the record id.
     """
 
     record_id: str
@@ -252,6 +260,7 @@ class Judgement:
     transport_retries: int = 0
     better: str | None = None
     flags: tuple[str, ...] = ()
+    reask: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         crit = None
@@ -279,6 +288,8 @@ class Judgement:
             out["better"] = self.better
         if self.flags:
             out["flags"] = list(self.flags)
+        if self.reask:
+            out["reask"] = dict(self.reask)
         return out
 
     @classmethod
@@ -309,6 +320,7 @@ class Judgement:
             transport_retries=int(data.get("transport_retries", 0)),
             better=data.get("better"),
             flags=tuple(data.get("flags") or ()),
+            reask=dict(data["reask"]) if data.get("reask") else None,
         )
 
 

@@ -31,18 +31,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from judging.errors import JudgeInputError
+from judging.errors import JudgeInputError, JudgeVerdictError
 from judging.judge import BaseJudge, JudgeRequest
 from judging.lookup import PerQuery, check_window_inputs
-from judging.parse import echoed_documents, parse_answer
+from judging.parse import ParseResult, echoed_documents, parse_answer
 from judging.procs import ProcessJudge
 from judging.records import Judgement, Window, record_id
 from judging.store import JudgementStore
+from judging.verdict import summarise
 
 log = logging.getLogger("judging.run")
 
 #: Answer attempts per window before it is left for a later run.
 DEFAULT_MAX_ATTEMPTS = 3
+#: A run stops with a verdict when its first this-many answers are all invalid (0: never).
+DEFAULT_STOP_AFTER_INVALID = 20
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class JudgeProgress:
     valid : windows that got a valid answer in this run.
     failed : windows still invalid after ``max_attempts`` answers in this run (asked again next run).
     calls : answer attempts made in this run.
+    invalid_answers : invalid answers received in this run (each is stored, and its window re-asked).
     """
 
     total: int
@@ -65,6 +69,7 @@ class JudgeProgress:
     valid: int
     failed: int
     calls: int
+    invalid_answers: int = 0
 
 
 def _now() -> str:
@@ -80,8 +85,9 @@ async def judge_windows(
     queries: Mapping[str, str],
     concurrency: int = 16,
     progress: Callable[[JudgeProgress], None] | None = None,
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    max_attempts: int | None = None,
     processes: int | None = None,
+    stop_after_invalid: int | None = None,
 ) -> list[Judgement]:
     """Judge ``windows`` with ``judge``, storing every answer in ``store``; return the valid judgements.
 
@@ -97,6 +103,12 @@ async def judge_windows(
     progress : called with a :class:`JudgeProgress` at the start and after each window.
     max_attempts : answer attempts per window in this run; an invalid answer is stored and the window
         re-asked. Attempts are numbered across runs (a window with 3 stored invalid attempts starts at 4).
+        ``None``: the judge's ``max_attempts`` attribute if set, else :data:`DEFAULT_MAX_ATTEMPTS` (3).
+        Windows never asked before are asked first; windows whose earlier answers were all invalid after them.
+    stop_after_invalid : stop with :class:`JudgeVerdictError` as soon as this run's first
+        ``stop_after_invalid`` answers are all invalid (a judge that does not answer usably, caught before
+        it spends the whole run); 0: never. ``None``: the judge's ``stop_after_invalid`` attribute if set,
+        else :data:`DEFAULT_STOP_AFTER_INVALID` (20).
     processes : run the judge's calls in this many worker processes (a :class:`judging.ProcessJudge`
         started and stopped by this call), for when one process's CPU binds the call rate (litellm
         spends milliseconds of CPU per call). Rendering, parsing and the store stay in this process,
@@ -111,6 +123,8 @@ async def judge_windows(
     Raises
     ------
     JudgeInputError : a window's query or document text is missing (before any call).
+    JudgeVerdictError : the first ``stop_after_invalid`` answers of this run were all invalid; the message
+        gives them by category, one raw answer and what to try. They are stored.
     JudgeAuthError, JudgeNotFoundError, JudgeRequestError, JudgeTransportError : from the judge; the
         run stops, and every answer received so far is already stored.
     StoreLockedError : another process is writing the store.
@@ -120,8 +134,14 @@ async def judge_windows(
     """
     if concurrency < 1:
         raise JudgeInputError(f"concurrency must be >= 1, got {concurrency}")
-    if max_attempts < 1:
-        raise JudgeInputError(f"max_attempts must be >= 1, got {max_attempts}")
+    if max_attempts is None:
+        max_attempts = _policy(judge, "max_attempts", DEFAULT_MAX_ATTEMPTS)
+    if stop_after_invalid is None:
+        stop_after_invalid = _policy(judge, "stop_after_invalid", DEFAULT_STOP_AFTER_INVALID)
+    if not isinstance(max_attempts, int) or max_attempts < 1:
+        raise JudgeInputError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+    if not isinstance(stop_after_invalid, int) or stop_after_invalid < 0:
+        raise JudgeInputError(f"stop_after_invalid must be an integer >= 0 (0: never stop), got {stop_after_invalid!r}")
     if processes is not None and (not isinstance(processes, int) or isinstance(processes, bool) or processes < 1):
         raise JudgeInputError(f"processes must be None or an integer >= 1, got {processes!r}")
     windows = list(windows)
@@ -143,12 +163,18 @@ async def judge_windows(
     pool: ProcessJudge | None = None
     try:
         todo = [(rid, w) for rid, w in keyed.items() if not st.is_done(w.stage, rid)]
+        # windows never asked first; windows whose earlier answers were all invalid after them
+        earlier = {rid: st.attempts(w.stage, rid) for rid, w in todo}
+        todo.sort(key=lambda item: earlier[item[0]] > 0)
+        previous = _last_invalid(st, {rid for rid, n in earlier.items() if n}, {w.stage for _, w in todo})
         caller = judge
         if processes is not None and todo:
             pool = ProcessJudge(judge, processes)
             await asyncio.to_thread(pool.start)
             caller = pool
-        counts = {"done": 0, "valid": 0, "failed": 0, "calls": 0}
+        counts = {"done": 0, "valid": 0, "failed": 0, "calls": 0, "invalid_answers": 0}
+        invalid_here: list[Judgement] = []
+        halted: list[JudgeVerdictError] = []  # set once the verdict is given: no worker starts another call
         cached = len(keyed) - len(todo)
 
         def report() -> None:
@@ -161,20 +187,27 @@ async def judge_windows(
             texts = [docs.get(window.query_id, d) for d in window.doc_ids]
             rendered = judge.render(window, queries[window.query_id], texts)
             family = families[window.stage]
-            earlier = st.attempts(window.stage, rid)  # attempts are numbered across runs
-            for attempt in range(earlier + 1, earlier + max_attempts + 1):
+            first = st.attempts(window.stage, rid)  # attempts are numbered across runs
+            last_invalid = previous.get(rid)
+            for attempt in range(first + 1, first + max_attempts + 1):
+                if halted:
+                    return
                 started = _now()
-                completion = await caller.complete(JudgeRequest(window, rendered, attempt))
+                completion = await caller.complete(JudgeRequest(window, rendered, attempt, last_invalid))
                 counts["calls"] += 1
-                parsed = parse_answer(
-                    completion.text,
-                    stage=window.stage,
-                    doc_ids=window.doc_ids,
-                    n_criteria=rendered.n_criteria,
-                    finish_reason=completion.finish_reason,
-                )
-                echoed = echoed_documents(completion.text, window.doc_ids, texts, stage=window.stage,
-                                          finish_reason=completion.finish_reason)
+                if completion.malformed:
+                    parsed = ParseResult(valid=False, category="malformed_response", detail=completion.malformed)
+                    echoed = []
+                else:
+                    parsed = parse_answer(
+                        completion.text,
+                        stage=window.stage,
+                        doc_ids=window.doc_ids,
+                        n_criteria=rendered.n_criteria,
+                        finish_reason=completion.finish_reason,
+                    )
+                    echoed = echoed_documents(completion.text, window.doc_ids, texts, stage=window.stage,
+                                              finish_reason=completion.finish_reason)
                 if echoed:
                     log.warning(
                         "window %s attempt %d: the answer repeats an answer written inside document(s) %s, a prompt "
@@ -200,12 +233,19 @@ async def judge_windows(
                     transport_retries=completion.transport_retries,
                     better=parsed.better,
                     flags=tuple(f"echoes_document:{d}" for d in echoed),
+                    reask=completion.reask or None,
                 )
                 await st.append_async(judgement)
                 if parsed.valid:
                     counts["valid"] += 1
                     break
+                counts["invalid_answers"] += 1
+                invalid_here.append(judgement)
+                last_invalid = (parsed.category or "unknown", parsed.detail)
                 log.info("window %s attempt %d invalid (%s: %s)", window.label, attempt, parsed.category, parsed.detail)
+                if stop_after_invalid and counts["invalid_answers"] >= stop_after_invalid and counts["valid"] == 0:
+                    halted.append(_verdict(judge, invalid_here, stop_after_invalid, st.folder))
+                    raise halted[0]
             else:
                 counts["failed"] += 1
                 log.warning(
@@ -226,6 +266,8 @@ async def judge_windows(
                 try:
                     rid, window = queue.get_nowait()
                 except asyncio.QueueEmpty:
+                    return
+                if halted:
                     return
                 await one(rid, window)
 
@@ -255,6 +297,55 @@ async def judge_windows(
             pool.close()
         if opened_here:
             st.close()
+
+
+def _policy(judge: BaseJudge, name: str, default: int) -> int:
+    """The judge's run-policy attribute ``name`` (or its inner judge's), else ``default``."""
+    for j in (judge, getattr(judge, "inner", None)):
+        value = getattr(j, name, None) if j is not None else None
+        if value is not None:
+            return value
+    return default
+
+
+def _last_invalid(st: JudgementStore, ids: set[str], stages: set[str]) -> dict[str, tuple[str, str]]:
+    """record id -> (category, detail) of its last stored invalid answer, for the windows in ``ids``."""
+    out: dict[str, tuple[str, str]] = {}
+    if not ids:
+        return out
+    for stage in stages:
+        for j in st.records(stage):
+            if j.record_id in ids and not j.valid:
+                out[j.record_id] = (j.invalid_category or "unknown", j.invalid_detail)
+    return out
+
+
+def _verdict(judge: BaseJudge, invalid: list[Judgement], n: int, store: Path) -> JudgeVerdictError:
+    """The early-stop verdict: the first ``n`` answers of this run were all invalid."""
+    summary = summarise(invalid)
+    settings = []
+    for name in ("structured_output", "max_tokens", "temperature"):
+        try:
+            value = judge.decoding().get(name)
+        except Exception:  # noqa: BLE001 - a judge without these settings
+            value = None
+        if value is not None:
+            settings.append(f"{name.replace('_', '-')} {value}")
+    tries = [
+        "a larger or instruction-tuned model (this one is not answering in the required form)",
+        "--structured-output json_schema (hosted APIs, vLLM, SGLang, Ollama) or json_object_schema (llama.cpp), "
+        "so the server constrains the shape",
+        "--max-tokens larger if answers are cut off ('truncated'), within the model's context",
+    ]
+    lines = [
+        f"stopped early: the first {n} answers of this run were all invalid, so judge {judge.model!r}"
+        + (f" ({', '.join(settings)})" if settings else "") + " is not answering usably. They are stored in "
+        f"{store} (re-asked by the next run).",
+        summary.describe(),
+        *[f"  {a}" for a in summary.advice()],
+        "what to try: " + "; ".join(tries) + ". To keep going anyway: --stop-after-invalid 0.",
+    ]
+    return JudgeVerdictError("\n".join(lines), summary)
 
 
 def judge_windows_sync(windows: Iterable[Window], **kwargs: object) -> list[Judgement]:

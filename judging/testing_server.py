@@ -3,7 +3,10 @@
 It reads the window back from the prompt text alone (the query block and the ``<doc>`` blocks inside
 ``<documents>``), maps each text to its document id, and answers with
 :meth:`judging.offline.SimulatedJudge.answer`, so litellm's real network path can be exercised on
-127.0.0.1 with known answers. Faults (429, 500, 401, slow answers) and a fixed latency can be injected.
+127.0.0.1 with known answers. Faults (429, 500, 401, slow answers, answers trickling one byte at a time,
+malformed bodies such as an empty ``choices`` list, fixed bad answers) and a fixed latency can be injected.
+Re-asks that append a repair message (:data:`judging.client.REPAIR_MARKER`) are recognised as the same
+window: the repair message is left out of the window's key and of the text the simulated judge reads.
 
 It serves ``POST /v1/chat/completions`` (and ``/chat/completions``) and ``GET /v1/models``.
 
@@ -52,12 +55,20 @@ class Fault:
     delay : seconds to wait first (a slow answer; with ``status=None`` the answer still comes).
     retry_after : value of the ``Retry-After`` header sent with an error status.
     message : the error message (default ``"injected fault <status>"``), e.g. a context-length text.
+    content : answer 200 with this text as the message content instead of the simulated judge's answer
+        (e.g. ``"not json"``, to test re-asks); ``None``: the judge's answer.
+    body : answer 200 with this JSON body verbatim (e.g. ``{"choices": []}``, a malformed completion).
+    trickle : seconds between the bytes of a 200 answer's body: the answer arrives one byte at a time
+        (a server that keeps a call open as long as it likes); 0: all at once.
     """
 
     status: int | None = None
     delay: float = 0.0
     retry_after: float | None = None
     message: str | None = None
+    content: str | None = None
+    body: Mapping[str, Any] | None = None
+    trickle: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,10 @@ def per_window(*faults: Fault | None) -> FaultPlan:
     return plan
 
 
+#: Request fields every chat call carries; the rest are recorded as a request's ``extra``.
+_KNOWN_FIELDS = frozenset({"model", "messages", "temperature", "max_tokens", "response_format", "seed", "top_p",
+                           "stream", "n", "user", "extra_body"})
+
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "invalid_request_error",
@@ -104,6 +119,9 @@ class FakeOpenAIServer:
     api_key : when set, requests must carry ``Authorization: Bearer <api_key>``, else 401 (whose
         message echoes the presented key, as some servers do, so tests can check it is redacted).
     host, port : where to listen (port 0: any free port).
+    model_info : extra fields of the one model ``GET /v1/models`` lists (vLLM reports ``max_model_len``).
+    props : the JSON ``GET /props`` answers, as llama.cpp's server does (e.g.
+        ``{"default_generation_settings": {"n_ctx": 2048}, "total_slots": 1}``); ``None``: 404.
     """
 
     def __init__(
@@ -117,7 +135,12 @@ class FakeOpenAIServer:
         api_key: str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        model_info: Mapping[str, Any] | None = None,
+        props: Mapping[str, Any] | None = None,
     ) -> None:
+        self.model_info = dict(model_info) if model_info else None
+        self.props = dict(props) if props is not None else None
+        self.trickling = 0  # answers being sent one byte at a time right now
         self.judge = judge
         self.latency = float(latency)
         self.faults = faults
@@ -205,7 +228,19 @@ class FakeOpenAIServer:
             messages = body["messages"]
         except (ValueError, KeyError, TypeError):
             return self._error(400, "body must be JSON with a 'messages' list")
-        content = "\n".join(str(m.get("content", "")) for m in messages)
+        if not isinstance(messages, list):
+            return self._error(400, "'messages' must be a list")
+        from judging.client import REPAIR_MARKER  # noqa: PLC0415 - the client imports litellm lazily only
+
+        repairs, window_texts = [], []
+        for m in messages:  # a re-ask's repair note is cut off: the window's key and text stay the same
+            text = str(m.get("content", ""))
+            at = text.find(REPAIR_MARKER)
+            if at >= 0:
+                repairs.append(text[at:])
+                text = text[: at - 2] if text[max(at - 2, 0) : at] == "\n\n" else text[:at]
+            window_texts.append(text)
+        content = "\n".join(window_texts)
         key = hashlib.sha256(content.encode()).hexdigest()[:16]
         seen = self._seen[key]
         self._seen[key] += 1
@@ -216,6 +251,10 @@ class FakeOpenAIServer:
             "response_format": body.get("response_format"),
             "temperature": body.get("temperature"),
             "max_tokens": body.get("max_tokens"),
+            "seed": body.get("seed"),
+            "messages": messages,
+            "repair": repairs,
+            "extra": {k: v for k, v in body.items() if k not in _KNOWN_FIELDS},
             "authorization_present": "Authorization" in request.headers,
         }
         self.requests.append(record)
@@ -228,12 +267,15 @@ class FakeOpenAIServer:
                 return self._error(fault.status, fault.message or f"injected fault {fault.status}", fault.retry_after)
         if self.latency > 0:
             await asyncio.sleep(self.latency)
-        self._answered[key] += 1
-        text, finish = self.answer_prompt(content, attempt=self._answered[key])
-        record["status"] = 200
-        self.status_counts[200] += 1
-        return web.json_response(
-            {
+        if fault is not None and fault.body is not None:
+            payload: Any = dict(fault.body)
+        else:
+            if fault is not None and fault.content is not None:
+                text, finish = fault.content, "stop"
+            else:
+                self._answered[key] += 1
+                text, finish = self.answer_prompt(content, attempt=self._answered[key])
+            payload = {
                 "id": f"chatcmpl-fake-{index}",
                 "object": "chat.completion",
                 "created": int(time.time()),
@@ -245,12 +287,44 @@ class FakeOpenAIServer:
                     "total_tokens": len(content) // 4 + len(text) // 4,
                 },
             }
-        )
+        record["status"] = 200
+        self.status_counts[200] += 1
+        if fault is not None and fault.trickle > 0:
+            return await self._trickle(request, payload, fault.trickle)
+        return web.json_response(payload)
+
+    async def _trickle(self, request: Any, payload: Any, every: float) -> Any:
+        """Send ``payload`` one byte every ``every`` seconds (stops quietly when the client leaves)."""
+        from aiohttp import web  # noqa: PLC0415
+
+        data = json.dumps(payload).encode()
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        response.content_length = len(data)
+        await response.prepare(request)
+        self.trickling += 1
+        try:
+            for i in range(len(data)):
+                await response.write(data[i : i + 1])
+                await asyncio.sleep(every)
+            await response.write_eof()
+        except (ConnectionError, asyncio.CancelledError, RuntimeError):
+            pass  # the client gave up: what a real server sees when its caller's deadline passes
+        finally:
+            self.trickling -= 1
+        return response
 
     async def _models(self, request: Any) -> Any:
         from aiohttp import web  # noqa: PLC0415
 
-        return web.json_response({"object": "list", "data": [{"id": "fake-judge", "object": "model"}]})
+        entry = {"id": "fake-judge", "object": "model", **(self.model_info or {})}
+        return web.json_response({"object": "list", "data": [entry]})
+
+    async def _props(self, request: Any) -> Any:
+        from aiohttp import web  # noqa: PLC0415
+
+        if self.props is None:
+            return web.json_response({"error": {"message": "File Not Found", "code": 404}}, status=404)
+        return web.json_response(dict(self.props))
 
     @property
     def url(self) -> str:
@@ -265,6 +339,7 @@ class FakeOpenAIServer:
         for prefix in ("/v1", ""):
             app.router.add_post(f"{prefix}/chat/completions", self._chat)
             app.router.add_get(f"{prefix}/models", self._models)
+        app.router.add_get("/props", self._props)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
