@@ -100,26 +100,19 @@ def pipeline_input(col, pools: pd.DataFrame, name: str):
 
 
 def add_judge_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("judge")
-    g.add_argument("--model", default="simulated",
-                   help="litellm model string (e.g. openai/gpt-4o-mini, hosted_vllm/<name>); 'simulated' (default) "
-                        "uses the offline simulated judge")
-    g.add_argument("--api-base", default=None, help="endpoint URL of an OpenAI-compatible server (vLLM, SGLang, Ollama)")
-    g.add_argument("--concurrency", type=int, default=16, help="judge calls in flight (default 16)")
-    g.add_argument("--seed", type=int, default=0, help="schedule seed (default 0)")
-    g.add_argument("--temperature", type=float, default=0.0)
-    g.add_argument("--max-tokens", type=int, default=4096)
+    """The judge options (:func:`rcp_jax.commands._judge_options.add_judge_options`)."""
+    from rcp_jax.commands._judge_options import add_judge_options
+
+    add_judge_options(p)
 
 
 def make_judge(args, latent: dict | None):
-    """The judge named by ``--model``: the simulated judge (needs latent relevance) or a litellm judge."""
-    from judging import LiteLLMJudge, SimulatedJudge
+    """The judge named by ``--model``: the simulated judge (needs latent relevance) or a litellm judge, with
+    the run policy of ``--max-attempts`` / ``--stop-after-invalid``; resolves ``--concurrency auto`` in ``args``
+    (:func:`rcp_jax.commands._judge_options.build_judge`)."""
+    from rcp_jax.commands._judge_options import build_judge
 
-    if args.model == "simulated":
-        if latent is None:
-            raise DataError("the simulated judge needs latent relevance: give qrels (--qrels) or a real --model")
-        return SimulatedJudge(latent, seed=args.seed)
-    return LiteLLMJudge(args.model, api_base=args.api_base, temperature=args.temperature, max_tokens=args.max_tokens)
+    return build_judge(args, latent)
 
 
 def latent_from_qrels(pools: dict[str, list[str]], qrels: pd.DataFrame | None, seed: int = 0) -> dict:

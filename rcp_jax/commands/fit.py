@@ -63,12 +63,17 @@ def run(args) -> int:
     from rcp_jax.calibration import calibrate, fit_rubric_only, save_calibration
     from rcp_jax.io import atomic_write_csv, atomic_write_json
     from rcp_jax.pipeline import FlaggedJudgementWarning, flag_notes, store_tables
+    from rcp_jax.errors import DataError
     from rcp_jax.tournament import fit_bradley_terry
 
     check_arguments(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FlaggedJudgementWarning)  # listed below as notes, one per window
-        window_scores, answers, families = store_tables(args.store, family=args.family, keep_flagged=args.keep_flagged)
+        try:
+            window_scores, answers, families = store_tables(args.store, family=args.family,
+                                                            keep_flagged=args.keep_flagged)
+        except DataError as exc:
+            raise _with_invalid_answers(exc, args.store) from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         bt = fit_bradley_terry(window_scores, float64=args.float64)
@@ -76,6 +81,7 @@ def run(args) -> int:
         # (which also starts the joint model's chains).
         cal = fit_rubric_only(answers) if args.model == "rubric-only" else calibrate(bt, answers, float64=args.float64)
     notes = [str(w.message) for w in caught] + flag_notes(args.store, keep_flagged=args.keep_flagged)
+    notes += _unanswered_notes(args.store)
     atomic_write_csv(args.out / "window_scores.csv", window_scores)
     atomic_write_csv(args.out / "answers.csv", answers)
     atomic_write_csv(args.out / "bt.csv", bt)
@@ -132,6 +138,37 @@ def run(args) -> int:
             lines.append(f"item curves with posterior bands: {payload['figure']}")
     emit(args, payload, "\n".join(lines))
     return 0
+
+
+def _with_invalid_answers(exc: Exception, store: Path) -> Exception:
+    """``exc`` with the store's invalid answers by category, an example and what to try, when it holds any."""
+    from judging.verdict import summarise_store
+
+    try:
+        invalid = summarise_store(store, ("tournament", "rubric"))
+    except Exception:  # noqa: BLE001 - a damaged store: its own message is the one to show
+        return exc
+    if not invalid.invalid:
+        return exc
+    lines = [str(exc), f"invalid answers in the store: {invalid.describe()}",
+             *[f"  {a}" for a in invalid.advice()],
+             f"re-run `rcp-jax judge --store {store}` (with the fixes above) to ask those windows again"]
+    return type(exc)("\n".join(lines))
+
+
+def _unanswered_notes(store: Path) -> list[str]:
+    """A note when windows of the store still have no valid answer (they are left out of the fit)."""
+    from judging.verdict import summarise_store
+
+    try:
+        invalid = summarise_store(store, ("tournament", "rubric"))
+    except Exception:  # noqa: BLE001 - store_tables has read it already; nothing more to say
+        return []
+    if not invalid.windows_without_valid:
+        return []
+    return [f"{invalid.windows_without_valid} window(s) have no valid answer and are left out of this fit "
+            f"({invalid.invalid} invalid answers: {invalid.categories_text()}); re-run `rcp-jax judge --store "
+            f"{store}` to ask them again"]
 
 
 def _posterior_item_lines(items: list[dict], ci_prob: float) -> list[str]:

@@ -64,6 +64,7 @@ def _estimate(args, collection, judge) -> int:
 
 
 def run(args) -> int:
+    from judging.verdict import summarise_store
     from rcp_jax.io import atomic_write_csv
     from rcp_jax.pipeline import flag_notes, judge_collection_sync
 
@@ -75,19 +76,70 @@ def run(args) -> int:
     if args.estimate:
         return _estimate(args, collection, judge)
     quiet = args.quiet or args.json
-    window_scores, answers, bt, calls = judge_collection_sync(
-        collection, judge=judge, store=args.store, seed=args.seed, concurrency=args.concurrency,
-        progress=not quiet, log=None if quiet else stderr, dataset_from_store=args.name is None,
-    )
+    for note in getattr(args, "judge_notes", []) + _context_notes(args, collection, judge):
+        stderr(f"note: {note}")
+    try:
+        window_scores, answers, bt, calls = judge_collection_sync(
+            collection, judge=judge, store=args.store, seed=args.seed, concurrency=args.concurrency,
+            progress=not quiet, log=None if quiet else stderr, dataset_from_store=args.name is None,
+        )
+    except Exception as exc:
+        raise _with_invalid_summary(exc, args.store) from None
     if args.out:
         atomic_write_csv(args.out / "window_scores.csv", window_scores)
         atomic_write_csv(args.out / "answers.csv", answers)
         atomic_write_csv(args.out / "bt.csv", bt)
     notes = flag_notes(args.store)
+    invalid = summarise_store(args.store, ("tournament", "rubric"))
     payload = {"calls": calls, "tournament_windows": int(window_scores["window_id"].nunique()),
-               "rubric_placements": len(answers), "store": str(args.store), "model": args.model, "notes": notes}
-    emit(args, payload, "\n".join([
-        f"judged {len(collection.pools)} queries with {args.model}: {calls} calls this run; "
-        f"store {args.store} (run the same command again to resume; next: rcp-jax fit --store {args.store})",
-        *[f"note: {n}" for n in notes]]))
+               "rubric_placements": len(answers), "store": str(args.store), "model": args.model, "notes": notes,
+               "invalid_answers": invalid.to_dict()}
+    lines = [f"judged {len(collection.pools)} queries with {args.model}: {calls} calls this run; "
+             f"store {args.store} (run the same command again to resume; next: rcp-jax fit --store {args.store})"]
+    if invalid.invalid:
+        lines += [f"invalid answers in the store (kept for audit; their windows were re-asked): {invalid.describe()}",
+                  *[f"  {a}" for a in invalid.advice()]]
+    emit(args, payload, "\n".join([*lines, *[f"note: {n}" for n in notes]]))
     return 0
+
+
+def _context_notes(args, collection, judge) -> list[str]:
+    """A warning when a round-1 or rubric window cannot fit the context the server reports (never raises)."""
+    import warnings
+
+    from rcp_jax import schedule as S
+    from rcp_jax.commands._judge_options import context_notes
+
+    info = getattr(args, "server_info", None)
+    if info is None or info.context is None:
+        return []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            windows = [w for q, docs in sorted(collection.pools.items())
+                       for w in (S.tournament_round1(q, docs, seed=args.seed, dataset=collection.dataset)
+                                 + S.rubric_balanced(q, docs, seed=args.seed, dataset=collection.dataset))]
+    except Exception:  # noqa: BLE001 - the warning must never block the run
+        return []
+    return context_notes(judge, windows, collection.documents, collection.queries, info, args.max_tokens)
+
+
+def _with_invalid_summary(exc: BaseException, store) -> BaseException:
+    """``exc``, or for windows left without a valid answer an :class:`judging.InvalidAnswersError` whose message
+    adds the store's invalid answers by category, one example and what to try."""
+    from judging import InvalidAnswersError
+    from judging.verdict import summarise_store
+    from rcp_jax.errors import DataError
+
+    if isinstance(exc, InvalidAnswersError) and exc.summary is not None:
+        return exc  # the early-stop verdict says it all already
+    if not (isinstance(exc, InvalidAnswersError) or (isinstance(exc, DataError) and "no valid answer" in str(exc))):
+        return exc
+    try:
+        invalid = summarise_store(store, ("tournament", "rubric"))
+    except Exception:  # noqa: BLE001 - a damaged store: the original message is the one to show
+        return exc
+    if not invalid.invalid:
+        return exc
+    lines = [str(exc), invalid.describe(), *[f"  {a}" for a in invalid.advice()]]
+    return InvalidAnswersError("\n".join(lines), invalid)

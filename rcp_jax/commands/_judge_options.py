@@ -1,0 +1,225 @@
+"""The judge options of ``rcp-jax judge`` / ``demo`` (``--model`` ... ``--stop-after-invalid``) and the judge they build.
+
+Sizing (also in the README's "Judging with a real LLM server"):
+
+- ``--concurrency``: calls in flight. A server generates only as many requests at once as it has slots
+  (llama.cpp ``-np``; vLLM / SGLang batch many); the rest queue *inside the server*, and that wait counts
+  against ``--timeout``, while the server keeps generating for callers that already gave up. ``auto`` (the
+  default) takes the slots the server reports (llama.cpp ``GET /props``), else 4 for a self-hosted
+  ``--api-base`` that reports none (llama-cpp-python, Ollama) and 16 for a hosted API.
+- ``--max-tokens``: room for the answer. The prompt (a window of documents) plus this must fit the model's
+  context; when the server reports its context (llama.cpp ``/props``, vLLM ``/v1/models``) a window that
+  cannot fit is warned about before the first call.
+- ``--timeout``: total seconds of one call (connect, server queue, whole answer); at least
+  ``max_tokens / tokens-per-second`` of the server, plus the prompt's processing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rcp_jax.errors import DataError
+
+STRUCTURED_CHOICES = ("auto", "json_schema", "json_object", "json_object_schema", "none")
+#: --concurrency auto: hosted APIs / a self-hosted server that reports no slots.
+AUTO_CONCURRENCY_HOSTED = 16
+AUTO_CONCURRENCY_SELF_HOSTED = 4
+#: Request fields --extra-params may not set (the judge sets them itself).
+RESERVED_PARAMS = ("model", "messages", "api_base", "api_key", "stream", "n")
+#: judging.run's defaults, repeated so that building the parser imports nothing (a test keeps them equal).
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_STOP_AFTER_INVALID = 20
+
+
+def _concurrency(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 'auto' or an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 'auto' or an integer >= 1, got {value}")
+    return value
+
+
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _nonnegative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text}")
+    return value
+
+
+def _price(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a price in USD per token (e.g. 1.5e-7), got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (USD per token), got {text}")
+    return value
+
+
+def add_judge_options(p: argparse.ArgumentParser) -> None:
+    """The judge argument group (every option states its default)."""
+    g = p.add_argument_group("judge", "the judge model and how it is called (see the README: Judging with a real "
+                                      "LLM server)")
+    g.add_argument("--model", default="simulated",
+                   help="litellm model string (e.g. openai/gpt-4o-mini, hosted_vllm/<name>); 'simulated' (default) "
+                        "uses the offline simulated judge")
+    g.add_argument("--api-base", default=None,
+                   help="endpoint URL of an OpenAI-compatible server, ending in /v1 (vLLM, SGLang, llama.cpp, Ollama); "
+                        "default: the provider's own endpoint")
+    g.add_argument("--concurrency", type=_concurrency, default="auto", metavar="N|auto",
+                   help="judge calls in flight. Set it to the server's parallel slots: more only queue inside the "
+                        "server, and the wait counts against --timeout. auto (default): the slots the server reports "
+                        f"(llama.cpp /props), else {AUTO_CONCURRENCY_SELF_HOSTED} with --api-base and "
+                        f"{AUTO_CONCURRENCY_HOSTED} for a hosted API")
+    g.add_argument("--seed", type=int, default=0, help="schedule seed (default 0)")
+    g.add_argument("--temperature", type=float, default=0.0,
+                   help="sampling temperature (default 0; re-asks of an invalid answer raise it by 0.2 each)")
+    g.add_argument("--max-tokens", type=int, default=4096,
+                   help="most tokens of one answer (default 4096). The prompt plus this must fit the model's context: "
+                        "with a small context (e.g. 4096) use about 1024-2048; reasoning models need more")
+    g.add_argument("--timeout", type=_positive_float, default=120.0, metavar="SECONDS",
+                   help="total deadline of one call in seconds, from connecting to the answer's last byte, including "
+                        "the wait in the server's queue; a call past it is retried like a timeout (default 120)")
+    g.add_argument("--max-attempts", type=_positive_int, default=DEFAULT_MAX_ATTEMPTS, metavar="N",
+                   help="answer attempts per window in one run; an invalid answer is stored and re-asked with another "
+                        f"seed, a higher temperature and a note quoting the error (default {DEFAULT_MAX_ATTEMPTS})")
+    g.add_argument("--max-transport-retries", type=_nonnegative_int, default=6, metavar="N",
+                   help="retries of one call on 429 / 5xx / timeouts, with exponential backoff (default 6)")
+    g.add_argument("--stop-after-invalid", type=_nonnegative_int, default=DEFAULT_STOP_AFTER_INVALID, metavar="N",
+                   help="stop with a verdict (invalid answers by category, one example, what to try) when the run's "
+                        f"first N answers are all invalid; 0: never (default {DEFAULT_STOP_AFTER_INVALID})")
+    g.add_argument("--structured-output", choices=STRUCTURED_CHOICES, default="auto",
+                   help="how the answer's JSON shape is requested: json_schema (OpenAI form: hosted APIs, vLLM, "
+                        "SGLang, Ollama), json_object_schema (llama.cpp / llama-cpp-python: json_object with a schema), "
+                        "json_object (any JSON), none (nothing; the parser alone checks); auto (default): json_schema "
+                        "when litellm knows the model supports it, else none")
+    g.add_argument("--extra-params", default=None, metavar="JSON",
+                   help="more request parameters for litellm, as a JSON object, e.g. '{\"top_k\": 20}' or "
+                        "'{\"reasoning_effort\": \"low\"}'; part of the judge family (default: none)")
+    g.add_argument("--input-cost-per-token", type=_price, default=None, metavar="USD",
+                   help="price of one prompt token in USD, for costs and --estimate of models litellm cannot price "
+                        "(0 for your own server); give with --output-cost-per-token (default: litellm's price map)")
+    g.add_argument("--output-cost-per-token", type=_price, default=None, metavar="USD",
+                   help="price of one answer token in USD; give with --input-cost-per-token (default: litellm's map)")
+
+
+def extra_params(text: str | None) -> dict[str, Any]:
+    """The ``--extra-params`` JSON object (``{}`` when not given)."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"--extra-params is not valid JSON ({exc.msg} at character {exc.pos}): give a JSON object "
+                        "such as '{\"top_k\": 20}' (quote it for the shell)") from None
+    if not isinstance(value, dict):
+        raise DataError(f"--extra-params must be a JSON object such as '{{\"top_k\": 20}}', got {type(value).__name__}")
+    reserved = sorted(set(value) & set(RESERVED_PARAMS))
+    if reserved:
+        raise DataError(f"--extra-params may not set {', '.join(reserved)}: the judge sets them itself "
+                        "(use --model / --api-base; the key comes from the provider's environment variable)")
+    return value
+
+
+def build_judge(args, latent: dict | None):
+    """The judge of ``args`` with its run policy, and ``args.concurrency`` resolved to an integer.
+
+    Also sets ``args.server_info`` (a :class:`judging.server_info.ServerInfo`, empty when not asked or nothing
+    reported) and ``args.judge_notes`` (lines to show before the run, e.g. a concurrency above the slots).
+    """
+    from judging import LiteLLMJudge, SimulatedJudge
+    from judging.server_info import ServerInfo, probe_server
+
+    notes: list[str] = []
+    info = ServerInfo()
+    get = lambda name, default=None: getattr(args, name, default)  # noqa: E731 - other verbs' namespaces lack some
+    if args.model == "simulated":
+        if latent is None:
+            raise DataError("the simulated judge needs latent relevance: give qrels (--qrels) or a real --model")
+        judge = SimulatedJudge(latent, seed=args.seed)
+    else:
+        in_cost, out_cost = get("input_cost_per_token"), get("output_cost_per_token")
+        if (in_cost is None) != (out_cost is None):
+            raise DataError("give both --input-cost-per-token and --output-cost-per-token, or neither")
+        structured = get("structured_output", "auto")
+        judge = LiteLLMJudge(
+            args.model, api_base=get("api_base"), temperature=get("temperature", 0.0),
+            max_tokens=get("max_tokens", 4096), timeout=get("timeout", 120.0),
+            max_transport_retries=get("max_transport_retries", 6), structured_output=structured,
+            extra_params=extra_params(get("extra_params")), input_cost_per_token=in_cost,
+            output_cost_per_token=out_cost,
+        )
+        if get("api_base"):
+            info = probe_server(args.api_base, args.model)
+    judge.max_attempts = get("max_attempts")
+    judge.stop_after_invalid = get("stop_after_invalid")
+    concurrency = get("concurrency", "auto")
+    if concurrency == "auto":
+        if info.slots:
+            concurrency = info.slots
+            notes.append(f"--concurrency auto: {info.slots} (the server's parallel slots, {info.source})")
+        elif args.model != "simulated" and get("api_base"):
+            concurrency = AUTO_CONCURRENCY_SELF_HOSTED
+            notes.append(f"--concurrency auto: {concurrency} (the server reports no slot count; vLLM / SGLang batch "
+                         "many requests at once: raise --concurrency to use them)")
+        else:
+            concurrency = AUTO_CONCURRENCY_HOSTED
+    elif info.slots and concurrency > info.slots:
+        notes.append(f"--concurrency {concurrency} is more than the server's {info.slots} parallel slot(s) "
+                     f"({info.source}): the rest queue inside the server and their wait counts against --timeout "
+                     f"({get('timeout', 120.0):g} s); --concurrency {info.slots} is enough")
+    if hasattr(args, "concurrency"):
+        args.concurrency = concurrency
+    args.server_info = info
+    args.judge_notes = notes
+    return judge
+
+
+def context_notes(judge, windows, documents, queries, info, max_tokens: int | None) -> list[str]:
+    """A warning line when the largest of ``windows`` cannot fit the server's reported context (else none).
+
+    Never raises: a judge that cannot render or count gives no warning.
+    """
+    from judging.lookup import PerQuery
+    from judging.server_info import context_warning
+
+    if info is None or info.context is None or not windows:
+        return []
+    try:
+        docs = PerQuery(documents)
+        worst, label = 0, ""
+        for w in windows:
+            rendered = judge.render(w, queries[w.query_id], [docs.get(w.query_id, d) for d in w.doc_ids])
+            tokens, _ = judge.count_tokens(rendered.messages)
+            if tokens > worst:
+                worst, label = tokens, w.label
+        warning = context_warning(info, worst, max_tokens, window=label)
+    except Exception:  # noqa: BLE001 - a warning must never block a run
+        return []
+    return [warning] if warning else []
