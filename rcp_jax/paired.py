@@ -90,10 +90,9 @@ def _signed_rank_null(doubled_ranks: tuple[int, ...]) -> np.ndarray:
     pmf[0] = 1.0
     top = 0
     for r in doubled_ranks:
-        shifted = np.zeros_like(pmf)
-        shifted[r : top + r + 1] = pmf[: top + 1]
-        pmf = 0.5 * (pmf + shifted)
+        pmf[r : top + r + 1] += pmf[: top + 1]  # NumPy buffers the overlapping slices
         top += r
+        pmf[: top + 1] *= 0.5
     return pmf
 
 
