@@ -8,8 +8,8 @@ positive qrel). Query ids are only unique within a dataset.
 For each metric, dataset and pair of systems :func:`compare_systems` reports the mean difference over
 the queries every system has (queries some systems lack are dropped for all and reported, see
 :func:`rcp_jax.per_query.pair_queries`), a paired t-test (scipy ``ttest_rel``), a Wilcoxon signed-rank
-test (exact and tie-aware up to 100 non-zero differences), a randomisation test (JAX, all pairs at once), a percentile bootstrap interval, Holm and Bonferroni
-adjusted p-values, and whether the pair is *separated*. Sensitivity is the share of pairs separated in
+test (exact and tie-aware up to 100 non-zero differences), a randomisation test (JAX, all pairs at
+once), a percentile bootstrap interval, Holm and Bonferroni adjusted p-values, and whether the pair is *separated*. Sensitivity is the share of pairs separated in
 each dataset, then the unweighted mean over datasets (the paper's "pairs distinguished"). The array-level
 tests live in :mod:`rcp_jax.paired`.
 
