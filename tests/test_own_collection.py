@@ -178,6 +178,13 @@ def test_own_collection_flow_in_process(capsys, tmp_path):
     out = run_flow(capsys, ds, work, queries=["--max-queries", "4"], depth=20, judge_queries="q01,q02,q03,q04")
     check_flow(out, work, n_queries=4)
     assert data.read_pools(work / "pools.tsv")["query_id"].nunique() == 4
+    # --max-queries on judge counts among the pooled queries, in the queries file's order
+    code, text, err = run_cli(capsys, "judge", "--dataset", ds, "--pools", work / "pools.tsv", "--max-queries", "2",
+                              "--estimate", "--json")
+    assert code == 0 and json.loads(text)["queries"] == 2
+    code, text, err = run_cli(capsys, "judge", "--dataset", ds, "--pools", work / "pools.tsv", "--queries", "q05",
+                              "--estimate")
+    assert code == 2 and "no pool in the pools file: q05" in err
     # --no-plots: no figure, none printed
     code, text, err = run_cli(capsys, "fit", "--store", work / "store", "--out", work / "fit2", "--no-plots")
     assert code == 0 and "figure:" not in text and not list((work / "fit2").glob("*.png"))
