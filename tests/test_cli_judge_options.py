@@ -168,3 +168,16 @@ def test_fit_refusal_lists_the_invalid_answers(demo_tiny, tiny_inputs, tmp_path,
     assert rc == 2
     assert f"{len(windows)} invalid answer(s) of {len(windows)}" in err
     assert "example (window" in err and "rcp-jax judge --store" in err
+
+
+def test_windows_still_invalid_after_their_attempts_exit_as_a_judge_failure_with_the_breakdown(
+        fake, demo_tiny, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-cli-test")
+    server = fake(faults=lambda ctx: Fault(body={"choices": []}))
+    rc = main(["judge", "--rows", str(demo_tiny["rows"]), "--model", MODEL, "--api-base", server.url,
+               "--store", str(tmp_path / "store"), "--max-queries", "1", "--max-attempts", "1",
+               "--stop-after-invalid", "0", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 3, err  # 'judge failed', not 'bad input' (2)
+    assert "still have no valid answer" in err and "malformed_response" in err
+    assert "example (window" in err and "Traceback" not in err and "IndexError" not in err
