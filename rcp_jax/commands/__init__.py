@@ -1,1 +1,0 @@
-"""One module per ``rcp-jax`` verb (see :mod:`rcp_jax.cli`)."""
