@@ -1,6 +1,6 @@
 """Benchmark: paired randomisation test for every pair of 14 systems over 50 queries (91 pairs).
 
-Measures :func:`rcp_jax.paired.randomisation_test` (JAX, one sign matrix shared by all pairs) against
+Measures :func:`rcp_jax.stats.randomisation_test` (JAX, one sign matrix shared by all pairs) against
 the same algorithm in NumPy and against ``scipy.stats.permutation_test`` called pair by pair (timed on a
 few pairs and extrapolated), and reports how closely the p-values agree (with each other and with the
 paired t-test). Prints a table and writes ``benchmarks/out/randomisation_test.json``.
@@ -21,7 +21,7 @@ import jax
 import numpy as np
 from scipy import stats
 
-from rcp_jax.paired import paired_t_test, randomisation_test
+from rcp_jax.stats import paired_t_test, randomisation_test
 
 
 def simulate(n_systems: int, n_queries: int, seed: int) -> np.ndarray:

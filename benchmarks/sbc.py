@@ -102,7 +102,7 @@ def coverage(args) -> dict:
     sys.path.insert(0, str(ROOT / "tests" / "bayes"))
     from bayes_helpers import collection_tables, exact_bt_scores, true_gains
 
-    from rcp_jax.posterior import fit_posterior
+    from rcp_jax.bayes import fit_posterior
 
     results = []
     for rep in range(args.reps):

@@ -17,13 +17,11 @@ Importing the package is cheap: the public names are resolved on first use (PEP 
 """
 
 import importlib as _importlib
-import sys as _sys
-import types as _types
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-#: public name -> the submodule of ``rcp_jax`` defining it
+#: public name -> the module or subpackage of ``rcp_jax`` that names it (see ARCHITECTURE.md)
 _EXPORTS: dict[str, str] = {
     # errors
     "RcpError": "errors", "DataError": "errors", "CalibrationError": "errors",
@@ -38,19 +36,19 @@ _EXPORTS: dict[str, str] = {
     "read_beir": "data", "read_rows": "data", "check_run_against_pools": "data",
     "ScheduleConfig": "schedule", "schedule_counts": "schedule", "store_tables": "pipeline",
     # statistics
-    "compare_systems": "compare", "Comparison": "compare", "sensitivity_report": "compare",
-    "robustness": "compare", "gain_rank_correlation": "compare",
-    "undistinguishable_queries": "diagnostics", "undistinguishable_summary": "diagnostics",
-    "expected_calibration_error": "diagnostics", "brier_score": "diagnostics",
-    "calibration_report": "diagnostics", "local_dependence": "diagnostics", "item_transfer": "diagnostics",
-    "tau_spread": "diagnostics",
+    "compare_systems": "stats", "Comparison": "stats", "sensitivity_report": "stats",
+    "robustness": "stats", "gain_rank_correlation": "stats",
+    "undistinguishable_queries": "stats", "undistinguishable_summary": "stats",
+    "expected_calibration_error": "stats", "brier_score": "stats",
+    "calibration_report": "stats", "local_dependence": "stats", "item_transfer": "stats",
+    "tau_spread": "stats",
     "ListComparison": "list_compare", "compare_ideal_lists": "list_compare",
     "compare_ideal_lists_sync": "list_compare", "ideal_lists": "list_compare",
     # Bayesian
-    "fit_posterior": "posterior", "Posterior": "posterior", "save_posterior": "posterior",
-    "load_posterior": "posterior",
-    "posterior_metrics": "posterior_metrics", "PosteriorMetrics": "posterior_metrics",
-    "format_posterior_table": "posterior_metrics",
+    "fit_posterior": "bayes", "Posterior": "bayes", "save_posterior": "bayes",
+    "load_posterior": "bayes",
+    "posterior_metrics": "bayes", "PosteriorMetrics": "bayes",
+    "format_posterior_table": "bayes",
     # agreement with humans
     "load_contests": "human", "ContestSet": "human", "contest_verdicts": "human", "head_to_head": "human",
     "human_agreement_report": "human",
@@ -77,46 +75,39 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-class _Package(_types.ModuleType):
-    """``rcp_jax`` itself: keeps a public function from being shadowed by its submodule of the same name.
-
-    Importing a submodule binds it on the package (``rcp_jax.posterior_metrics`` = the module), which
-    would hide the public function ``posterior_metrics`` once that module was imported before the name
-    was first used. Such a binding is skipped, so the name resolves to the function, as with an eager import.
-    """
-
-    def __setattr__(self, name, value):
-        if (isinstance(value, _types.ModuleType) and _EXPORTS.get(name) == name and name not in _MODULE_EXPORTS
-                and value.__name__ == f"{__name__}.{name}"):
-            return
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Package
-
-
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from rcp_jax import data, schedule
-    from rcp_jax.calibration import Calibration, calibrate, fit_rubric_only, load_calibration, save_calibration
-    from rcp_jax.compare import Comparison, compare_systems, gain_rank_correlation, robustness, sensitivity_report
-    from rcp_jax.data import check_run_against_pools, read_beir, read_pools, read_qrels, read_rows, read_run
-    from rcp_jax.diagnostics import (
-        brier_score,
-        calibration_report,
-        expected_calibration_error,
-        item_transfer,
-        local_dependence,
-        tau_spread,
-        undistinguishable_queries,
-        undistinguishable_summary,
+    from rcp_jax.bayes import (
+        Posterior,
+        PosteriorMetrics,
+        fit_posterior,
+        format_posterior_table,
+        load_posterior,
+        posterior_metrics,
+        save_posterior,
     )
+    from rcp_jax.calibration import Calibration, calibrate, fit_rubric_only, load_calibration, save_calibration
+    from rcp_jax.data import check_run_against_pools, read_beir, read_pools, read_qrels, read_rows, read_run
     from rcp_jax.errors import CalibrationError, DataError, RcpError
     from rcp_jax.evaluation import evaluate, leaderboard
     from rcp_jax.human import ContestSet, contest_verdicts, head_to_head, human_agreement_report, load_contests
     from rcp_jax.list_compare import ListComparison, compare_ideal_lists, compare_ideal_lists_sync, ideal_lists
     from rcp_jax.metrics import PROTOCOLS, Protocol, QueryScore, gain, score_query
     from rcp_jax.pipeline import store_tables
-    from rcp_jax.posterior import Posterior, fit_posterior, load_posterior, save_posterior
-    from rcp_jax.posterior_metrics import PosteriorMetrics, format_posterior_table, posterior_metrics
     from rcp_jax.schedule import ScheduleConfig, schedule_counts
+    from rcp_jax.stats import (
+        Comparison,
+        brier_score,
+        calibration_report,
+        compare_systems,
+        expected_calibration_error,
+        gain_rank_correlation,
+        item_transfer,
+        local_dependence,
+        robustness,
+        sensitivity_report,
+        tau_spread,
+        undistinguishable_queries,
+        undistinguishable_summary,
+    )
     from rcp_jax.tournament import fit_bradley_terry

@@ -1,5 +1,5 @@
 import sys
 
-from rcp_jax.cli import main
+from rcp_jax.cli.app import main
 
 sys.exit(main())

@@ -465,7 +465,7 @@ def save_calibration(calibration: Calibration, folder) -> None:
     import hashlib
     from pathlib import Path
 
-    from rcp_jax.io import atomic_write_csv, atomic_write_json
+    from rcp_jax.data.atomic import atomic_write_csv, atomic_write_json
 
     folder = Path(folder)
     digests = {}

@@ -12,11 +12,11 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from rcp_jax.data.qrel_grades import clip_negative_grades
+from rcp_jax.data.table_checks import finite_column, show
 from rcp_jax.errors import DataError
 from rcp_jax.metrics import Protocol, get_protocol, ndcg_flat
 from rcp_jax.per_query import pair_queries, prepare_per_query, warn_dropped
-from rcp_jax.qrel_grades import clip_negative_grades
-from rcp_jax.table_checks import finite_column, show
 
 RUN_COLUMNS = ("system", "query_id", "doc_id", "score")
 
@@ -204,7 +204,7 @@ def evaluate(
         qrels: ``query_id, doc_id, grade``; the qrel ideal is over every positive qrel of the query.
             Queries without a positive get NaN (dropped from means with a warning by
             :func:`leaderboard`). Negative grades count as 0 (non-relevant, as trec_eval), with a
-            :class:`~rcp_jax.qrel_grades.QrelsWarning`.
+            :class:`~rcp_jax.data.qrel_grades.QrelsWarning`.
         k, protocol, pools, excluded: as :func:`rcp_jax.score_query`.
         exponential_qrels: qrel gain ``2**grade - 1`` instead of the grade.
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from rcp_jax.data.qrel_grades import clip_negative_grades
+from rcp_jax.data.table_checks import show
 from rcp_jax.errors import DataError
-from rcp_jax.qrel_grades import clip_negative_grades
-from rcp_jax.table_checks import show
 
 TIE_RULES = ("group_mean", "doc_id_desc", "input_order")
 
@@ -285,7 +285,7 @@ def score_query(
             :data:`PROTOCOLS`).
         qrels: doc_id -> graded label. The qrel ideal is over every positive qrel of the query,
             including positives the system did not rank (trec_eval convention). Negative grades count
-            as 0 (non-relevant, as trec_eval; a :class:`~rcp_jax.qrel_grades.QrelsWarning` says so).
+            as 0 (non-relevant, as trec_eval; a :class:`~rcp_jax.data.qrel_grades.QrelsWarning` says so).
         pool: the judged candidates in pool order. Protocols with ``pool_only`` rank only these
             (default: the documents that have gains); ``input_order`` ties follow this order.
         excluded: ids removed from the ranking and from every ideal (e.g. the query's own document).

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from rcp_jax.data.table_checks import show
 from rcp_jax.errors import DataError
-from rcp_jax.table_checks import show
 
 DEFAULT_METRICS = ("qrel_ndcg", "count_ndcg", "rcp_ndcg")
 ID_COLUMNS = ("system", "query_id", "dataset")

@@ -420,7 +420,7 @@ def run_pipeline(
 def write_outputs(result: PipelineResult, folder: str | Path) -> dict[str, Path]:
     """Write every table of ``result`` to ``folder`` atomically; returns the paths written."""
     from rcp_jax.calibration import save_calibration
-    from rcp_jax.io import atomic_write_csv, atomic_write_text
+    from rcp_jax.data.atomic import atomic_write_csv, atomic_write_text
 
     folder = Path(folder)
     paths = {

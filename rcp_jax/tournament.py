@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from models import bradley_terry
+from rcp_jax.data.table_checks import finite_column, show
 from rcp_jax.errors import DataError
-from rcp_jax.table_checks import finite_column, show
 
 WINDOW_COLUMNS = ("query_id", "window_id", "doc_id", "score")
 

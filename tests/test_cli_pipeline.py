@@ -117,7 +117,7 @@ def test_console_script_keeps_a_persistent_compilation_cache(tiny, cli, tmp_path
 
 
 def test_compilation_cache_folder_follows_the_environment(tmp_path):
-    from rcp_jax.cli import compilation_cache_dir
+    from rcp_jax.cli.app import compilation_cache_dir
 
     assert compilation_cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "rcp-jax" / "jax"
     assert compilation_cache_dir({"RCP_JAX_CACHE_DIR": str(tmp_path / "c"), "XDG_CACHE_HOME": "/x"}) == tmp_path / "c"

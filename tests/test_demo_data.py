@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import rcp_jax
-from rcp_jax import demo_build
+from rcp_jax.demo import rebuild as demo_build
 from rcp_jax.demo import DemoData, load_demo
 
 
@@ -128,7 +128,7 @@ def test_build_cli_writes_the_same_files(tmp_path, capsys):
     assert demo_build.main(["--out", str(tmp_path)]) == 0
     from importlib import resources
 
-    base = resources.files("rcp_jax") / "demo_data"
+    base = resources.files("rcp_jax.demo") / "files"
     for name in demo_build.DERIVED:
         assert (tmp_path / name).read_bytes() == (base / name).read_bytes(), name
     assert demo_build.main(["--check"]) == 0

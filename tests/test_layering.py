@@ -74,3 +74,210 @@ def test_cli_help_imports_no_numeric_stack():
     top = _top_level(_modules_after_import(stmt))
     for heavy in HEAVY:
         assert heavy not in top, f"rcp-jax without a verb imports {heavy}"
+
+
+# --------------------------------------------------------------------------------------------------
+# inside rcp_jax: the subpackages' directions, as ARCHITECTURE.md's table states them
+# --------------------------------------------------------------------------------------------------
+import ast  # noqa: E402
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "rcp_jax"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _rcp_modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PKG.rglob("*.py")) if "__pycache__" not in p.parts}
+
+
+def _unit(module: str) -> str:
+    """The unit of ARCHITECTURE.md a module belongs to: its subpackage, or the top-level module itself."""
+    return module.split(".")[1] if module.count(".") else "rcp_jax"
+
+
+def _imports(path: Path, modules: dict[str, Path], typing: bool = False) -> set[str]:
+    """rcp_jax modules ``path`` imports anywhere (module level or inside functions; under TYPE_CHECKING only
+    when ``typing``).
+
+    ``from rcp_jax.a import b`` counts as importing ``rcp_jax.a.b`` when that is a module, else ``rcp_jax.a``;
+    ``from rcp_jax import __version__`` counts as nothing (the version is not a dependency).
+    """
+    found: set[str] = set()
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            if not typing and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+                continue
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and node.module.split(".")[0] == "rcp_jax":
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    if sub in modules:
+                        found.add(sub)
+                    elif not (node.module == "rcp_jax" and alias.name == "__version__"):
+                        found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.split(".")[0] == "rcp_jax")
+            visit(ast.iter_child_nodes(node))
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    return found
+
+
+def _architecture_table() -> dict[str, set[str] | None]:
+    """ARCHITECTURE.md's table ``| unit | job | may import |``: unit -> allowed units (None = any)."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([\w.]+/?)` \|[^|\n]*\| ([^|\n]*) \|$", text, re.M)
+    table: dict[str, set[str] | None] = {}
+    for unit, allowed in rows:
+        name = unit.removesuffix("/").removesuffix(".py")
+        table[name] = None if allowed.strip().startswith("any") else {
+            a.removesuffix("/").removesuffix(".py") for a in re.findall(r"`([\w./]+)`", allowed)}
+    return table
+
+
+def _units(modules: dict[str, Path]) -> set[str]:
+    return {_unit(m) for m in modules} - {"rcp_jax"}
+
+
+def test_architecture_table_names_every_unit_of_rcp_jax():
+    table, units = _architecture_table(), _units(_rcp_modules())
+    assert set(table) == units, (f"ARCHITECTURE.md's table lacks {sorted(units - set(table))} and lists "
+                                 f"{sorted(set(table) - units)} that do not exist: keep the map true")
+    for unit, allowed in table.items():
+        assert allowed is None or allowed <= units, f"{unit}: unknown units {sorted(allowed - units)} in the table"
+
+
+def test_rcp_jax_imports_follow_the_architecture_table():
+    modules, table = _rcp_modules(), _architecture_table()
+    wrong = []
+    for module, path in modules.items():
+        unit = _unit(module)
+        allowed = table.get(unit, set())
+        for target in _imports(path, modules):
+            to = _unit(target)
+            if to == "rcp_jax":
+                wrong.append(f"{module} imports from the facade rcp_jax (import the defining module instead)")
+            elif to != unit and allowed is not None and to not in allowed:
+                wrong.append(f"{module} ({unit}) imports {target} ({to}): not in ARCHITECTURE.md's table")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_table_keeps_the_named_directions():
+    table = _architecture_table()
+    never = {("data", "cli"), ("stats", "cli"), ("schedule", "bayes"), ("data", "stats"), ("metrics", "stats")}
+    above: list[str] = []
+    for unit, allowed in table.items():
+        if allowed is None:
+            assert unit == "cli", f"only the CLI may import any unit, not {unit}"
+        else:
+            # the rows are layers: a unit imports only units listed above it (so no circle between units)
+            assert allowed <= set(above), f"{unit} may import {sorted(allowed - set(above))}, listed below it"
+            for a, b in never:
+                assert not (unit == a and b in allowed), f"{a} must never import {b}"
+            # plots, the demo and the pipeline are leaves: only the CLI uses them
+            for leaf in ("plots", "demo", "pipeline", "cli"):
+                assert unit == "__main__" or leaf not in allowed, f"{unit} may not import {leaf}: only the CLI does"
+        above.append(unit)
+
+
+def _module_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> modules it imports (also lazily, also for type hints) plus the packages (``__init__``) they lie in."""
+    graph = {}
+    for module, path in modules.items():
+        ancestors = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)}
+        deps = set()
+        for target in _imports(path, modules, typing=True):
+            parts = target.split(".")
+            deps.add(target)
+            deps.update(".".join(parts[:i]) for i in range(2, len(parts)))  # rcp_jax.a of rcp_jax.a.b
+        graph[module] = {d for d in deps if d in modules and d not in ancestors and d != module}
+    return graph
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (``[a, b, ..., a]``), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_no_import_cycles_among_rcp_jax_modules():
+    # imports inside functions and for type hints count too: either still ties two modules together
+    cycle = _find_cycle(_module_graph(_rcp_modules()))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path):
+    # the check above could pass by finding nothing: on a made-up package it must name the cycle, including
+    # one through a lazy import and a package __init__
+    modules = {"rcp_jax.a.x": tmp_path / "x.py", "rcp_jax.b": tmp_path / "b.py", "rcp_jax.a": tmp_path / "a.py"}
+    modules["rcp_jax.a.x"].write_text("def f():\n    from rcp_jax.b import g\n")
+    modules["rcp_jax.b"].write_text("from rcp_jax.a.y import h\n")
+    modules["rcp_jax.a"].write_text("from rcp_jax.a.x import f\n")
+    graph = _module_graph(modules)
+    assert graph == {"rcp_jax.a.x": {"rcp_jax.b"}, "rcp_jax.b": {"rcp_jax.a"}, "rcp_jax.a": {"rcp_jax.a.x"}}
+    assert _find_cycle(graph) == ["rcp_jax.a", "rcp_jax.a.x", "rcp_jax.b", "rcp_jax.a"]
+    modules["rcp_jax.a.x"].write_text("def f():\n    pass\n")
+    assert _find_cycle(_module_graph(modules)) is None
+
+
+def test_no_module_shares_a_name_with_a_public_function():
+    import importlib
+    import pkgutil
+    import types
+
+    import rcp_jax
+
+    clashes = []
+    for module, path in _rcp_modules().items():
+        leaf = module.rsplit(".", 1)[-1]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == leaf for n in tree.body):
+            clashes.append(f"{module} defines {leaf}()")
+    # a package's public names and its submodules' names never meet (importing the submodule would rebind it)
+    packages = [rcp_jax] + [importlib.import_module(m.name) for m in pkgutil.walk_packages(rcp_jax.__path__, "rcp_jax.")
+                            if m.ispkg]
+    for pkg in packages:
+        subs = {m.name for m in pkgutil.iter_modules(pkg.__path__)}
+        public = getattr(pkg, "__all__", [])
+        for name in subs & set(public):
+            value = getattr(pkg, name)
+            if not (isinstance(value, types.ModuleType) and value.__name__ == f"{pkg.__name__}.{name}"):
+                clashes.append(f"{pkg.__name__}.{name} is both a submodule and a public {type(value).__name__}")
+    assert not clashes, "\n".join(clashes)
+
+
+@pytest.mark.parametrize("module, forbidden", [
+    ("rcp_jax.data", ("jax", "scipy", "matplotlib", "judging", "models")),
+    ("rcp_jax.evaluation", ("jax", "scipy", "matplotlib", "judging", "models")),
+    ("rcp_jax.schedule", ("jax", "pandas", "scipy", "matplotlib", "models")),
+    ("rcp_jax.cli", HEAVY),
+])
+def test_subpackages_import_only_what_they_need(module, forbidden):
+    # a subpackage's __init__ names its surface with plain imports: they must stay as light as the modules
+    top = _top_level(_modules_after_import(f"import {module}"))
+    for heavy in forbidden:
+        assert heavy not in top, f"import {module} imports {heavy}"

@@ -18,7 +18,7 @@ import pytest
 
 from rcp_jax import data
 from rcp_jax.cli import main
-from rcp_jax.collection import check_pooled_texts, select_queries
+from rcp_jax.data.collection import check_pooled_texts, select_queries
 from rcp_jax.errors import DataError
 
 PYTHONISH = re.compile(r"[a-z_]+=['\"]|fmt=|np\.(int|float)\d*\(")

@@ -10,7 +10,7 @@ NUTS, SVI or a Laplace approximation (:mod:`models.inference`) and returns a :cl
 * tables with posterior means, SDs and equal-tailed intervals of ``gamma, beta`` (``items``),
   ``tau, alpha`` (``queries``) and every document's ability and gain (``documents``);
 * R-hat, bulk/tail ESS and divergences in ``diagnostics`` (warned about when they look bad);
-* ``gain_draws: float32[S, Q, N]`` for posterior metrics (:func:`posterior_metrics`).
+* ``gain_draws: float32[S, Q, N]`` for posterior metrics (:func:`rcp_jax.bayes.posterior_ndcg.posterior_metrics`).
 
 Models (see :mod:`models.bayes` for the maths): ``frozen`` (2PL with BT scores as covariates, METHOD
 section 3), ``joint`` (BT scores latent: tournament noise flows into the gains) and ``rubric_only``.
@@ -658,7 +658,7 @@ def save_posterior(post: Posterior, folder) -> Path:
     """
     import io
 
-    from rcp_jax.io import atomic_write_bytes, atomic_write_csv, atomic_write_json
+    from rcp_jax.data.atomic import atomic_write_bytes, atomic_write_csv, atomic_write_json
 
     folder = Path(folder)
     if post.draws is None:
@@ -714,21 +714,12 @@ def load_posterior(folder) -> Posterior:
                      settings=meta["settings"], warn=False)
 
 
-from rcp_jax.posterior_metrics import (  # noqa: E402  (re-exported: one import path for the CLI)
-    PosteriorMetrics,
-    format_posterior_table,
-    posterior_metrics,
-)
-
 __all__ = [
     "Posterior",
     "diagnostics_summary",
     "load_posterior",
     "save_posterior",
     "PosteriorInputs",
-    "PosteriorMetrics",
     "fit_posterior",
-    "format_posterior_table",
-    "posterior_metrics",
     "prepare_inputs",
 ]

@@ -30,7 +30,7 @@ import pandas as pd
 from rcp_jax.errors import DataError
 from rcp_jax.evaluation import _drop_pairs, _excluded_pairs, validate_run
 from rcp_jax.metrics import Protocol, discounts, get_protocol
-from rcp_jax.paired import paired_t_test
+from rcp_jax.stats.paired import paired_t_test
 
 DEFAULT_ROPE = 0.02
 
@@ -206,7 +206,7 @@ def posterior_metrics(
 
     Args:
         run: ``system, query_id, doc_id, score[, dataset]`` (one row per scored document).
-        posterior: a :class:`rcp_jax.posterior.Posterior` (its ``gain_draws`` are used).
+        posterior: a :class:`rcp_jax.bayes.Posterior` (its ``gain_draws`` are used).
         k, protocol, pools, excluded: as :func:`rcp_jax.evaluate` (the ideal list is every calibrated
             pool document's gain in that draw, minus excluded ids).
         rope: half-width of the region of practical equivalence of a difference (default 0.02, the

@@ -48,7 +48,7 @@ def load_collection(args) -> tuple[Any, pd.DataFrame | None]:
     import dataclasses
 
     from rcp_jax import data
-    from rcp_jax.collection import select_queries
+    from rcp_jax.data.collection import select_queries
 
     if bool(args.dataset) == bool(args.rows):
         raise DataError("give exactly one of --dataset (a BEIR folder) or --rows (a JSONL rows file)")
@@ -83,13 +83,13 @@ def load_collection(args) -> tuple[Any, pd.DataFrame | None]:
 
 def pooled_texts(corpus, pools: pd.DataFrame, policy: str) -> pd.DataFrame:
     """``--missing-text`` applied to the pooled documents (messages name the CLI flags)."""
-    from rcp_jax.collection import CLI_HINT, check_pooled_texts
+    from rcp_jax.data.collection import CLI_HINT, check_pooled_texts
 
     return check_pooled_texts(corpus, pools, policy, hint=CLI_HINT)
 
 
 def pipeline_input(col, pools: pd.DataFrame, name: str):
-    from rcp_jax.data import check_pools_against_collection
+    from rcp_jax.data.pool_checks import check_pools_against_collection
     from rcp_jax.pipeline import PipelineInput
 
     if pools is None:
@@ -100,8 +100,8 @@ def pipeline_input(col, pools: pd.DataFrame, name: str):
 
 
 def add_judge_args(p: argparse.ArgumentParser) -> None:
-    """The judge options (:func:`rcp_jax.commands._judge_options.add_judge_options`)."""
-    from rcp_jax.commands._judge_options import add_judge_options
+    """The judge options (:func:`rcp_jax.cli._judge_options.add_judge_options`)."""
+    from rcp_jax.cli._judge_options import add_judge_options
 
     add_judge_options(p)
 
@@ -109,8 +109,8 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
 def make_judge(args, latent: dict | None):
     """The judge named by ``--model``: the simulated judge (needs latent relevance) or a litellm judge, with
     the run policy of ``--max-attempts`` / ``--stop-after-invalid``; resolves ``--concurrency auto`` in ``args``
-    (:func:`rcp_jax.commands._judge_options.build_judge`)."""
-    from rcp_jax.commands._judge_options import build_judge
+    (:func:`rcp_jax.cli._judge_options.build_judge`)."""
+    from rcp_jax.cli._judge_options import build_judge
 
     return build_judge(args, latent)
 
@@ -159,7 +159,7 @@ def emit(args, payload: dict, text: str) -> None:
 
 
 def _plain(obj):
-    from rcp_jax.io import _jsonable
+    from rcp_jax.data.atomic import _jsonable
 
     return _jsonable(obj)
 

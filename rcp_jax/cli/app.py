@@ -1,6 +1,6 @@
 """The ``rcp-jax`` command line.
 
-Each verb lives in its own module under :mod:`rcp_jax.commands` exposing ``NAME``, ``HELP``,
+Each verb lives in its own module under :mod:`rcp_jax.cli` exposing ``NAME``, ``HELP``,
 ``add_arguments(parser)`` and ``run(args) -> int``; this module only wires them together, sets the
 process-level JAX options (host device count, the persistent compilation cache), makes SIGTERM stop a run
 the way Ctrl-C does, and maps errors to exit codes:
@@ -66,9 +66,9 @@ def _load_commands() -> list:
     mods = []
     for verb in VERBS:
         try:
-            mods.append(importlib.import_module(f"rcp_jax.commands.{verb}"))
+            mods.append(importlib.import_module(f"rcp_jax.cli.{verb}"))
         except ModuleNotFoundError as err:
-            if err.name != f"rcp_jax.commands.{verb}":
+            if err.name != f"rcp_jax.cli.{verb}":
                 raise
     return mods
 

@@ -81,7 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rcp_jax.compare import compare_systems, sensitivity_report
+    from rcp_jax.stats.comparison import sensitivity_report
+    from rcp_jax.stats.system_pairs import compare_systems
 
     table = read_table(args.per_query, "per-query metrics")
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rcp_jax.commands._common import add_collection_args, emit, latent_from_qrels, load_collection, make_judge, pipeline_input
-from rcp_jax.commands._paths import folder
+from rcp_jax.cli._common import add_collection_args, emit, latent_from_qrels, load_collection, make_judge, pipeline_input
+from rcp_jax.cli._paths import folder
 from rcp_jax.errors import DataError
 
 NAME = "compare-lists"
@@ -43,7 +43,7 @@ def _texts(args):
         collection = pipeline_input(col, pools, name)
         latent = latent_from_qrels(collection.pools, collection.qrels, args.seed)
         return collection.documents, collection.queries, latent
-    from rcp_jax.demo import load_demo
+    from rcp_jax.demo.dataset import load_demo
 
     demo = load_demo()
     return demo.document_texts(), dict(zip(demo.queries["query_id"], demo.queries["text"])), demo.latent_by_query()
@@ -51,7 +51,7 @@ def _texts(args):
 
 def run(args) -> int:
     from rcp_jax.calibration import load_calibration
-    from rcp_jax.io import atomic_write_csv
+    from rcp_jax.data.atomic import atomic_write_csv
     from rcp_jax.list_compare import compare_ideal_lists_sync
 
     if args.report is None and (args.calibration is None or args.store is None):

@@ -6,8 +6,8 @@ import argparse
 import time
 from pathlib import Path
 
-from rcp_jax.commands._common import add_judge_args, board_payload, emit, format_board, make_judge, stderr
-from rcp_jax.commands._paths import folder
+from rcp_jax.cli._common import add_judge_args, board_payload, emit, format_board, make_judge, stderr
+from rcp_jax.cli._paths import folder
 
 NAME = "demo"
 HELP = "run the whole RCP pipeline on the embedded demo dataset and print a leaderboard"
@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from rcp_jax.demo import load_demo, write_demo_inputs
+    from rcp_jax.demo.dataset import load_demo, write_demo_inputs
     from rcp_jax.pipeline import PipelineInput, run_pipeline, write_outputs
 
     started = time.perf_counter()
@@ -39,11 +39,12 @@ def run(args) -> int:
     paths = write_outputs(result, args.out)
     paths.update(write_demo_inputs(args.out))
     if not args.no_plots:
-        from rcp_jax.plots import write_report_plots
+        from rcp_jax.plots.report import write_report_plots
 
         paths.update(write_report_plots(result, args.out))
-    from rcp_jax.compare import compare_systems, sensitivity_report
-    from rcp_jax.io import atomic_write_text
+    from rcp_jax.data.atomic import atomic_write_text
+    from rcp_jax.stats.comparison import sensitivity_report
+    from rcp_jax.stats.system_pairs import compare_systems
 
     comparison = compare_systems(result.per_query)
     sensitivity = sensitivity_report(comparison)

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rcp_jax.commands._paths import folder
-from rcp_jax.commands.compare import jsonable, read_table
+from rcp_jax.cli._paths import folder
+from rcp_jax.cli.compare import jsonable, read_table
 from rcp_jax.errors import DataError
 
 if TYPE_CHECKING:  # imported inside the functions, so `rcp-jax --help` stays cheap
@@ -74,7 +74,7 @@ def _answers(path: str, pred_cols: str | None) -> tuple[pd.DataFrame, list[str]]
         raise DataError(f"answers file {path}: criterion {bad!r} is neither C<k> nor an integer index")
     ans = pd.to_numeric(df["answer"], errors="coerce")
     if not ans.isin([0, 1]).all():
-        from rcp_jax.table_checks import show
+        from rcp_jax.data.table_checks import show
 
         i = int(np.flatnonzero(~ans.isin([0, 1]))[0])
         raise DataError(f"answers file {path} row {i}: answer {show(df['answer'].iloc[i])} is not 0 or 1")
@@ -85,8 +85,8 @@ def _answers(path: str, pred_cols: str | None) -> tuple[pd.DataFrame, list[str]]
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from rcp_jax.compare import format_table
-    from rcp_jax.diagnostics import calibration_report, tau_spread, undistinguishable_queries, undistinguishable_summary
+    from rcp_jax.stats.diagnostics import calibration_report, tau_spread, undistinguishable_queries, undistinguishable_summary
+    from rcp_jax.stats.tables import format_table
 
     if not (args.per_query or args.answers or args.queries or args.fit):
         raise DataError("nothing to diagnose: give --fit FOLDER (what `rcp-jax fit` wrote), a per-query table "
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         result["calibration"] = jsonable(report)
         text += ["## Calibration of predicted answers", format_table(report)]
         if args.reliability_plot:
-            from rcp_jax.plots_diagnostics import plot_reliability
+            from rcp_jax.plots.diagnostics import plot_reliability
 
             path = plot_reliability({c: df[c].to_numpy(dtype=float) for c in cols}, df["answer"].to_numpy(),
                                     args.reliability_plot, n_bins=args.bins)
@@ -141,10 +141,10 @@ def run(args: argparse.Namespace) -> int:
 def _diagnose_fit(args, result: dict, text: list[str]) -> None:
     """``--fit``: every calibration diagnostic of the paper from the files ``rcp-jax fit`` wrote."""
     from rcp_jax.calibration import load_calibration
-    from rcp_jax.commands.evaluate import calibration_folder
-    from rcp_jax.compare import format_table
-    from rcp_jax.diagnostics import fit_report
-    from rcp_jax.io import atomic_write_csv, atomic_write_json
+    from rcp_jax.cli.evaluate import calibration_folder
+    from rcp_jax.data.atomic import atomic_write_csv, atomic_write_json
+    from rcp_jax.stats.diagnostics import fit_report
+    from rcp_jax.stats.tables import format_table
 
     folder = args.fit
     cal = load_calibration(calibration_folder(folder))
@@ -185,7 +185,7 @@ def _diagnose_fit(args, result: dict, text: list[str]) -> None:
         payload["transfer"] = json.loads(tr.to_json(orient="records"))
         files.append(atomic_write_csv(out / "transfer.csv", tr))
     if not args.no_plots:
-        from rcp_jax.plots_diagnostics import plot_reliability
+        from rcp_jax.plots.diagnostics import plot_reliability
 
         pred = report["predictions"]
         files.append(plot_reliability(

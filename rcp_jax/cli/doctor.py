@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rcp_jax.commands._common import (
+from rcp_jax.cli._common import (
     add_collection_args, add_judge_args, emit, latent_from_qrels, load_collection, make_judge, pipeline_input,
 )
 
@@ -81,7 +81,7 @@ def _collection(args):
         collection = pipeline_input(col, pools, name)
         latent = latent_from_qrels(collection.pools, collection.qrels, args.seed) if args.model == "simulated" else None
         return collection, latent
-    from rcp_jax.demo import load_demo
+    from rcp_jax.demo.dataset import load_demo
     from rcp_jax.pipeline import PipelineInput
 
     demo = load_demo()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rcp_jax.commands._common import board_payload, emit, format_board
-from rcp_jax.commands._paths import folder
+from rcp_jax.cli._common import board_payload, emit, format_board
+from rcp_jax.cli._paths import folder
 
 NAME = "evaluate"
 HELP = "score systems' runs with a calibration: per-query RCP-/Count-/qrel-nDCG and a leaderboard"
@@ -49,8 +49,8 @@ def run(args) -> int:
 
     from rcp_jax import data
     from rcp_jax.calibration import load_calibration
+    from rcp_jax.data.atomic import atomic_write_csv
     from rcp_jax.evaluation import evaluate, leaderboard
-    from rcp_jax.io import atomic_write_csv
 
     cal_dir = calibration_folder(args.calibration)
     cal = load_calibration(cal_dir)
@@ -76,10 +76,11 @@ def run(args) -> int:
         atomic_write_csv(args.out / "leaderboard.csv", board.reset_index())
         text.append(f"written to {args.out}")
     if args.posterior:
-        from rcp_jax import posterior
+        from rcp_jax.bayes.posterior import load_posterior
+        from rcp_jax.bayes.posterior_ndcg import posterior_metrics
 
-        post = posterior.load_posterior(cal_dir.parent / "posterior")
-        table = posterior.posterior_metrics(runs, post, k=args.k, protocol=args.protocol, pools=pools, rope=args.rope)
+        post = load_posterior(cal_dir.parent / "posterior")
+        table = posterior_metrics(runs, post, k=args.k, protocol=args.protocol, pools=pools, rope=args.rope)
         payload["posterior"] = table.to_dict()
         text.append(table.format())
         if args.out:
@@ -109,7 +110,7 @@ def calibration_folder(path: Path) -> Path:
 def _evaluation_figures(args, per_query, board, table, payload: dict, text: list[str]) -> None:
     """The leaderboard with intervals (posterior ones for RCP-nDCG when ``table`` is given, else a 95% bootstrap
     over queries) and the per-query spread, into ``--out``; their paths are printed."""
-    from rcp_jax.plots import bootstrap_leaderboard, write_evaluation_plots
+    from rcp_jax.plots.report import bootstrap_leaderboard, write_evaluation_plots
 
     intervals = bootstrap_leaderboard(per_query)
     payload["intervals"] = {"method": "95% percentile bootstrap over queries (2000 resamples)",
@@ -134,13 +135,13 @@ def _evaluation_figures(args, per_query, board, table, payload: dict, text: list
 def _write_posterior_outputs(table, folder: Path, *, plots: bool) -> list[Path]:
     """The posterior systems / pairs / per-query tables and the P(A > B) matrix as CSV, and (``plots``) the
     pairwise forest plot."""
-    from rcp_jax.io import atomic_write_csv
+    from rcp_jax.data.atomic import atomic_write_csv
 
     paths = [atomic_write_csv(folder / f"posterior_{name}.csv", getattr(table, name))
              for name in ("systems", "pairs", "per_query")]
     paths.append(atomic_write_csv(folder / "posterior_p_better.csv", table.p_better_matrix().reset_index()))
     if plots:
-        from rcp_jax.plots_bayes import plot_pairwise_forest
+        from rcp_jax.plots.bayes import plot_pairwise_forest
 
         paths.append(folder / "pairs_forest.png")
         plot_pairwise_forest(table, path=paths[-1])

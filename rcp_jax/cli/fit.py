@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rcp_jax.commands._common import emit
-from rcp_jax.commands._paths import folder
+from rcp_jax.cli._common import emit
+from rcp_jax.cli._paths import folder
 
 NAME = "fit"
 HELP = "fit Bradley-Terry and the 2PL calibration from a judgement store and write the calibration"
@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=METHODS, default="map",
                    help="map (default): point fit only (frozen: the MAP; rubric-only: marginal ML); nuts, svi "
                         "(AutoNormal) or laplace (AutoLaplaceApproximation): a posterior, written to posterior/ "
-                        "(see rcp_jax.posterior)")
+                        "(see rcp_jax.bayes.posterior)")
     p.add_argument("--float64", action="store_true", help="fit the point calibration in double precision")
     p.add_argument("--warmup", type=int, default=500, help="NUTS warmup iterations per chain (default 500)")
     p.add_argument("--draws", type=int, default=500,
@@ -61,9 +61,9 @@ def run(args) -> int:
     import warnings
 
     from rcp_jax.calibration import calibrate, fit_rubric_only, save_calibration
-    from rcp_jax.io import atomic_write_csv, atomic_write_json
-    from rcp_jax.pipeline import FlaggedJudgementWarning, flag_notes, store_tables
+    from rcp_jax.data.atomic import atomic_write_csv, atomic_write_json
     from rcp_jax.errors import DataError
+    from rcp_jax.pipeline import FlaggedJudgementWarning, flag_notes, store_tables
     from rcp_jax.tournament import fit_bradley_terry
 
     check_arguments(args)
@@ -88,7 +88,7 @@ def run(args) -> int:
     save_calibration(cal, args.out / "calibration")
     figures = {}
     if not args.no_plots:
-        from rcp_jax.plots import write_calibration_plots
+        from rcp_jax.plots.report import write_calibration_plots
 
         figures = write_calibration_plots(cal, args.out)
     payload = {"model": args.model, "method": args.method, "queries": int(cal.queries["calibrated"].sum()),
@@ -96,7 +96,7 @@ def run(args) -> int:
                "gamma": cal.gamma, "beta": cal.beta, "families": families, "notes": notes,
                "calibration": str(args.out / "calibration"), "figures": [str(f) for f in figures.values()]}
     if args.method != "map":
-        from rcp_jax import posterior
+        from rcp_jax.bayes import posterior
 
         model = args.model.replace("-", "_")
         with warnings.catch_warnings(record=True) as caught:
@@ -113,7 +113,7 @@ def run(args) -> int:
         payload["items_posterior"] = post.items.to_dict(orient="records")
         payload["ci_prob"] = post.ci_prob
         if not args.no_plots:
-            from rcp_jax.plots_bayes import plot_item_curves
+            from rcp_jax.plots.bayes import plot_item_curves
 
             figure = args.out / "item_curves_posterior.png"
             plot_item_curves(post, path=figure)

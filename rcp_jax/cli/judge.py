@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rcp_jax.commands._paths import folder
-from rcp_jax.commands._common import (
+from rcp_jax.cli._paths import folder
+from rcp_jax.cli._common import (
     add_collection_args, add_judge_args, emit, latent_from_qrels, load_collection, make_judge, pipeline_input, stderr,
 )
 
@@ -65,7 +65,7 @@ def _estimate(args, collection, judge) -> int:
 
 def run(args) -> int:
     from judging.verdict import summarise_store
-    from rcp_jax.io import atomic_write_csv
+    from rcp_jax.data.atomic import atomic_write_csv
     from rcp_jax.pipeline import flag_notes, judge_collection_sync
 
     col, pools = load_collection(args)
@@ -108,7 +108,7 @@ def _context_notes(args, collection, judge) -> list[str]:
     import warnings
 
     from rcp_jax import schedule as S
-    from rcp_jax.commands._judge_options import context_notes
+    from rcp_jax.cli._judge_options import context_notes
 
     info = getattr(args, "server_info", None)
     if info is None or info.context is None:

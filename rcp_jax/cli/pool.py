@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rcp_jax.commands._common import add_collection_args, emit, load_collection, pooled_texts, read_runs
+from rcp_jax.cli._common import add_collection_args, emit, load_collection, pooled_texts, read_runs
 
 NAME = "pool"
 HELP = ("build judged pools: RRF (k=60) of retriever runs, or of BM25 + query-likelihood when no run is given; "
@@ -58,7 +58,7 @@ def fusion_run(runs, pool, depth: int):
     ``depth`` per query, less the documents the pool does not hold (those swapped-in positives displaced)."""
     import pandas as pd
 
-    from rcp_jax.pools import reciprocal_rank_fusion
+    from rcp_jax.pools.fusion import reciprocal_rank_fusion
 
     fused = reciprocal_rank_fusion(runs)
     fused = fused.loc[fused["rank"] <= depth]
@@ -146,8 +146,8 @@ def run(args) -> int:
 def _refuse_empty_pooled(pool, empty: set, qrels, policy: str) -> None:
     """With ``--missing-text error``: name the first pooled document without text, and whether a qrel put it
     there (a positive swapped in) or a run retrieved it."""
+    from rcp_jax.data.table_checks import _where
     from rcp_jax.errors import DataError
-    from rcp_jax.table_checks import _where
 
     if policy != "error" or not empty:
         return

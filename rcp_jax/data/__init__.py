@@ -47,18 +47,18 @@ Example::
     ...
     rcp_jax.errors.DataError: ...bad.trec:2: score 'high' of document 'd2' for query 'q1' by system 'bm25' is not a finite number; ...
 
-Where things live (this module is the import point and re-exports them): file formats and writing in
-:mod:`rcp_jax.formats`, cell and column checks in :mod:`rcp_jax.table_checks`, runs, qrels and pools in
-:mod:`rcp_jax.run_files`, pool validation in :mod:`rcp_jax.pool_checks`, corpora, queries and collections
-in :mod:`rcp_jax.collection`.
+Where things live (this package names the public surface above; the modules hold it): file formats and writing in
+:mod:`rcp_jax.data.formats`, cell and column checks in :mod:`rcp_jax.data.table_checks`, runs, qrels and pools in
+:mod:`rcp_jax.data.run_files`, pool validation in :mod:`rcp_jax.data.pool_checks`, corpora, queries and collections
+in :mod:`rcp_jax.data.collection`.
 """
 
 from __future__ import annotations
 
-from rcp_jax.collection import Collection, read_beir, read_corpus, read_queries, read_rows
-from rcp_jax.formats import FORMATS, detect_format
-from rcp_jax.pool_checks import PoolWarning, check_pools, check_pools_against_collection, check_run_against_pools
-from rcp_jax.run_files import read_pools, read_qrels, read_run, write_pools, write_qrels, write_run
+from rcp_jax.data.collection import Collection, read_beir, read_corpus, read_queries, read_rows
+from rcp_jax.data.formats import FORMATS, detect_format
+from rcp_jax.data.pool_checks import PoolWarning, check_pools, check_pools_against_collection, check_run_against_pools
+from rcp_jax.data.run_files import read_pools, read_qrels, read_run, write_pools, write_qrels, write_run
 
 __all__ = [
     "FORMATS",

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rcp_jax.data.formats import _frame, _path, _read_jsonl, _read_table, _table_format
+from rcp_jax.data.pool_checks import check_pools
+from rcp_jax.data.run_files import read_qrels
+from rcp_jax.data.table_checks import _first_duplicate, _id_string, _ids, _rename, _unit, _where
 from rcp_jax.errors import DataError
-from rcp_jax.formats import _frame, _path, _read_jsonl, _read_table, _table_format
-from rcp_jax.pool_checks import check_pools
-from rcp_jax.run_files import read_qrels
-from rcp_jax.table_checks import _first_duplicate, _id_string, _ids, _rename, _unit, _where
 
 _MISSING_TEXT = ("error", "warn", "drop", "keep")
 PYTHON_HINT = 'missing_text="drop" (remove them) or missing_text="warn" (keep them empty)'

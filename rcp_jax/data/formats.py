@@ -2,7 +2,7 @@
 
 Every reader here returns a DataFrame whose index is the 1-based **line** of the row in its file
 (``index.name == "line"``; for Parquet the 1-based ``"row"``) and whose ``attrs["source"]`` is the file
-path, so that validators (:mod:`rcp_jax.table_checks`) can name the file and line of a bad value. The
+path, so that validators (:mod:`rcp_jax.data.table_checks`) can name the file and line of a bad value. The
 formats and extensions are listed in :mod:`rcp_jax.data`.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rcp_jax.data.atomic import atomic_write_bytes
 from rcp_jax.errors import DataError
-from rcp_jax.io import atomic_write_bytes
 
 FORMATS = ("trec", "csv", "tsv", "jsonl", "parquet")
 _EXTENSIONS = {

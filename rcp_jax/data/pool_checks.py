@@ -13,8 +13,8 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from rcp_jax.data.table_checks import _first_duplicate, _where
 from rcp_jax.errors import DataError
-from rcp_jax.table_checks import _first_duplicate, _where
 
 
 class PoolWarning(UserWarning):

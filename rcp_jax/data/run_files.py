@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rcp_jax.data.formats import _frame, _path, _read_table, _read_whitespace, _write_table, _write_text, detect_format
+from rcp_jax.data.pool_checks import check_pools
+from rcp_jax.data.qrel_grades import clip_negative_grades
+from rcp_jax.data.table_checks import _first_duplicate, _ids, _numbers, _rename, _unit, _where
 from rcp_jax.errors import DataError
-from rcp_jax.formats import _frame, _path, _read_table, _read_whitespace, _write_table, _write_text, detect_format
-from rcp_jax.pool_checks import check_pools
-from rcp_jax.qrel_grades import clip_negative_grades
-from rcp_jax.table_checks import _first_duplicate, _ids, _numbers, _rename, _unit, _where
 
 
 # --------------------------------------------------------------------------------------------------
@@ -117,7 +117,7 @@ def read_qrels(path: str | Path, *, fmt: str | None = None) -> pd.DataFrame:
         DataError: malformed lines, non-numeric grades, or a (query, document) judged twice.
     Warns:
         QrelsWarning: once, when grades below 0 were read; they count as non-relevant (0), as trec_eval
-            does (see :mod:`rcp_jax.qrel_grades`).
+            does (see :mod:`rcp_jax.data.qrel_grades`).
     """
     path = _path(path)
     fmt = detect_format(path, fmt)

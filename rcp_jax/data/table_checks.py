@@ -1,6 +1,6 @@
 """Checks of table columns and cells that name the offending file, line and id in every error.
 
-The tables come from :mod:`rcp_jax.formats` (index = source line, ``attrs["source"]`` = file path).
+The tables come from :mod:`rcp_jax.data.formats` (index = source line, ``attrs["source"]`` = file path).
 These helpers select columns by name or alias, turn cells into id strings or finite floats, and find
 duplicate keys; each refusal is a :class:`~rcp_jax.errors.DataError` that says where and how to fix it.
 :func:`finite_column` serves any table (runs, window scores) and leaves the message to the caller.

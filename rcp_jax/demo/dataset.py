@@ -1,15 +1,4 @@
-"""The embedded demo dataset: 212 short documents on 15 topics, 20 queries, pools, runs and latent truth.
-
-Everything was written for rcp-jax (no text comes from elsewhere) so that the demo reads naturally to a
-real LLM judge and also drives the offline simulated judge. Per query, the pooled documents span the
-relevance range on purpose: thorough direct answers, brief direct answers, partial answers, documents on
-the topic that do not answer, lexical traps that share words with the query but not its meaning, and
-unrelated documents. The qrels are deliberately sparse, as real qrels are: two or three obvious best
-documents per query are labelled, other useful ones are not.
-
-Files (in ``rcp_jax/demo_data/``): ``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv`` and
-``latent.jsonl`` are hand-written; ``pools.tsv`` and ``runs.tsv`` are derived by
-:mod:`rcp_jax.demo_build` (``python -m rcp_jax.demo_build`` regenerates them).
+"""The demo tables in memory: :class:`DemoData` from :func:`load_demo`, and :func:`write_demo_inputs` for a report folder.
 
 Example:
     >>> from rcp_jax.demo import load_demo
@@ -22,19 +11,14 @@ Example:
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from rcp_jax.demo_build import read_sources
-from rcp_jax.errors import DataError
+from rcp_jax.demo.sources import FILES, read_pools, read_runs, read_sources
 
-__all__ = ["DemoData", "INPUT_FILES", "load_demo", "read_pools", "read_runs", "write_demo_inputs"]
+__all__ = ["DemoData", "INPUT_FILES", "load_demo", "write_demo_inputs"]
 
 INPUT_FILES = ("runs.tsv", "qrels.tsv", "pools.tsv")
 """The demo's inputs copied into a report folder, so every other verb can be tried on them."""
@@ -71,44 +55,19 @@ class DemoData:
         return {d: f"{t}\n\n{x}" if t else x for d, t, x in zip(self.corpus["doc_id"], self.corpus["title"], self.corpus["text"])}
 
 
-def _text(source: str | Path | Traversable) -> str:
-    """Contents of a path or an ``importlib.resources`` traversable."""
-    return (Path(source) if isinstance(source, str) else source).read_text(encoding="utf-8")
-
-
-def read_pools(source: str | Path | Traversable) -> pd.DataFrame:
-    """Read a pools TSV (``query_id, doc_id, rank``; a path or a resource) with string ids and int ranks."""
-    df = pd.read_csv(io.StringIO(_text(source)), sep="\t", dtype=str)
-    if list(df.columns) != ["query_id", "doc_id", "rank"]:
-        raise DataError(f"{source}: expected columns query_id, doc_id, rank; got {list(df.columns)}")
-    df["rank"] = df["rank"].astype(np.int64)
-    return df
-
-
-def read_runs(source: str | Path | Traversable) -> pd.DataFrame:
-    """Read a runs TSV (``system, query_id, doc_id, score``) with string ids and exact float64 scores."""
-    df = pd.read_csv(io.StringIO(_text(source)), sep="\t", dtype=str, keep_default_na=False)
-    if list(df.columns) != ["system", "query_id", "doc_id", "score"]:
-        raise DataError(f"{source}: expected columns system, query_id, doc_id, score; got {list(df.columns)}")
-    # Python's float() is correctly rounded, so "%.6f" text reads back as the very double written.
-    df["score"] = np.array([float(v) for v in df["score"]], dtype=np.float64)
-    return df
-
-
 def load_demo() -> DemoData:
     """Load the embedded demo dataset from the installed package (``importlib.resources``).
 
     Returns:
         :class:`DemoData` of DataFrames; see its attributes for the columns.
     """
-    base = resources.files("rcp_jax") / "demo_data"
     src = read_sources()
     return DemoData(
         corpus=src.corpus,
         queries=src.queries,
         qrels=src.qrels,
-        pools=read_pools(base / "pools.tsv"),
-        runs=read_runs(base / "runs.tsv"),
+        pools=read_pools(FILES / "pools.tsv"),
+        runs=read_runs(FILES / "runs.tsv"),
         latent=src.latent,
     )
 
@@ -122,8 +81,7 @@ def write_demo_inputs(folder: str | Path) -> dict[str, Path]:
     Returns:
         ``{"runs": path, "qrels": path, "pools": path}``.
     """
-    from rcp_jax.io import atomic_write_bytes
+    from rcp_jax.data.atomic import atomic_write_bytes
 
-    base = resources.files("rcp_jax") / "demo_data"
-    return {name.removesuffix(".tsv"): atomic_write_bytes(Path(folder) / name, (base / name).read_bytes())
+    return {name.removesuffix(".tsv"): atomic_write_bytes(Path(folder) / name, (FILES / name).read_bytes())
             for name in INPUT_FILES}

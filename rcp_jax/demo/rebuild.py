@@ -1,6 +1,6 @@
 """Regenerate the derived files of the embedded demo dataset (pools and runs) from its hand-written ones.
 
-The demo in ``rcp_jax/demo_data/`` has two kinds of files:
+The demo in ``rcp_jax/demo/files/`` has two kinds of files:
 
 - written by hand (the project's own text, never generated): ``corpus.jsonl`` (``_id, title, text``),
   ``queries.jsonl`` (``_id, text``), ``qrels.tsv`` (BEIR layout ``query-id, corpus-id, score``) and
@@ -10,7 +10,7 @@ The demo in ``rcp_jax/demo_data/`` has two kinds of files:
 - derived here, deterministically: ``pools.tsv`` (``query_id, doc_id, rank``) and ``runs.tsv``
   (``system, query_id, doc_id, score``).
 
-Run ``python -m rcp_jax.demo_build`` to rewrite the derived files in place, or ``--out DIR`` to write
+Run ``python -m rcp_jax.demo.rebuild`` to rewrite the derived files in place, or ``--out DIR`` to write
 them elsewhere, or ``--check`` to verify that the shipped files are what the build produces.
 
 Pools: RRF (k = 60) of two lexical retrievers over title + text, depth :data:`POOL_DEPTH`, qrel
@@ -42,18 +42,17 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
 import sys
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from rcp_jax.demo.sources import FILES, read_pools, read_runs, read_sources
 from rcp_jax.errors import DataError
-from rcp_jax.pools import bm25_run, build_pool, query_likelihood_run
+from rcp_jax.pools.fusion import build_pool
+from rcp_jax.pools.lexical import bm25_run, query_likelihood_run
 
 POOL_DEPTH = 30
 """Documents per demo query pool (small, so the offline demo runs in seconds)."""
@@ -69,59 +68,6 @@ DECIMALS = 6
 HAND_WRITTEN = ("corpus.jsonl", "queries.jsonl", "qrels.tsv", "latent.jsonl")
 DERIVED = ("pools.tsv", "runs.tsv")
 SYSTEMS = ("bm25", "bm25_stem", "bm25_title", "qlm", "oracle_noisy", "random")
-
-
-@dataclass(frozen=True)
-class Sources:
-    """The hand-written tables, as DataFrames with string ids.
-
-    Attributes:
-        corpus: ``doc_id, title, text``.
-        queries: ``query_id, text``.
-        qrels: ``query_id, doc_id, grade`` (int).
-        latent: ``query_id, doc_id, latent`` (float).
-    """
-
-    corpus: pd.DataFrame
-    queries: pd.DataFrame
-    qrels: pd.DataFrame
-    latent: pd.DataFrame
-
-
-def _jsonl(text: str, source: str) -> list[dict]:
-    rows = []
-    for i, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise DataError(f"{source}, line {i}: not valid JSON ({err.msg}); fix the line") from None
-    return rows
-
-
-def read_sources(folder: Path | str | None = None) -> Sources:
-    """Read the hand-written demo files from ``folder`` (default: the installed ``rcp_jax/demo_data``)."""
-    base = resources.files("rcp_jax") / "demo_data" if folder is None else Path(folder)
-
-    def text(name: str) -> str:
-        path = base / name
-        if not path.is_file():
-            raise DataError(f"demo file {name} not found in {base}; reinstall rcp-jax or pass the folder")
-        return path.read_text(encoding="utf-8")
-
-    corpus = pd.DataFrame(_jsonl(text("corpus.jsonl"), "corpus.jsonl"))
-    corpus = corpus.rename(columns={"_id": "doc_id"})[["doc_id", "title", "text"]].astype(str)
-    queries = pd.DataFrame(_jsonl(text("queries.jsonl"), "queries.jsonl"))
-    queries = queries.rename(columns={"_id": "query_id"})[["query_id", "text"]].astype(str)
-    qrels = pd.read_csv(io.StringIO(text("qrels.tsv")), sep="\t", dtype=str)
-    qrels = qrels.rename(columns={"query-id": "query_id", "corpus-id": "doc_id", "score": "grade"})
-    qrels["grade"] = qrels["grade"].astype(int)
-    latent = pd.DataFrame(_jsonl(text("latent.jsonl"), "latent.jsonl"), columns=["query_id", "doc_id", "latent"])
-    latent["query_id"] = latent["query_id"].astype(str)
-    latent["doc_id"] = latent["doc_id"].astype(str)
-    latent["latent"] = latent["latent"].astype(np.float64)
-    return Sources(corpus=corpus, queries=queries, qrels=qrels, latent=latent)
 
 
 def build_pools(corpus: pd.DataFrame, queries: pd.DataFrame, qrels: pd.DataFrame) -> pd.DataFrame:
@@ -193,18 +139,16 @@ def write(pools: pd.DataFrame, runs: pd.DataFrame, out: Path | str) -> list[Path
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: rebuild (default), write elsewhere (``--out``) or verify (``--check``)."""
-    parser = argparse.ArgumentParser(prog="python -m rcp_jax.demo_build", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m rcp_jax.demo.rebuild", description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", type=Path, default=None, help="folder of the hand-written files (default: the package's demo_data)")
     parser.add_argument("--out", type=Path, default=None, help="where to write pools.tsv and runs.tsv (default: the source folder)")
     parser.add_argument("--check", action="store_true", help="do not write; exit 1 if the shipped derived files differ from a rebuild")
     args = parser.parse_args(argv)
-    source = args.source if args.source is not None else Path(str(resources.files("rcp_jax") / "demo_data"))
+    source = args.source if args.source is not None else Path(str(FILES))
     pools, runs = build(source)
     if args.check:
-        from rcp_jax.demo import read_pools, read_runs
-
         same = pools.equals(read_pools(source / "pools.tsv")) and runs.equals(read_runs(source / "runs.tsv"))
-        print("demo pools and runs are up to date" if same else "demo pools/runs differ from a rebuild: run python -m rcp_jax.demo_build")
+        print("demo pools and runs are up to date" if same else "demo pools/runs differ from a rebuild: run python -m rcp_jax.demo.rebuild")
         return 0 if same else 1
     for path in write(pools, runs, args.out if args.out is not None else source):
         print(f"wrote {path}")

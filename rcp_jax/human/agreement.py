@@ -3,11 +3,9 @@
 A **contest** shows graders one query and two systems' top-k lists (A and B); each grader grades every
 shown document (0-3 by default). Each grader's own nDCG@k over the two lists picks a winner; the
 majority of graders is the **verdict**. A metric (RCP-nDCG, qrel-nDCG, ...) names the list it scores
-higher. This module loads contest files and computes the paper's analyses.
-
-The contest file schema and its reader are in :mod:`rcp_jax.contests`, the document-level analyses in
-:mod:`rcp_jax.human_documents`; this module re-exports both, and holds the contest-level analyses and the
-report that gathers everything.
+higher. This module holds the contest-level analyses (verdicts, head-to-head, hit rates, margin AUC) and
+:func:`human_agreement_report`, which gathers them with the document-level ones of
+:mod:`rcp_jax.human.documents`. Contest files are read by :mod:`rcp_jax.human.contests`.
 """
 
 from __future__ import annotations
@@ -20,11 +18,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from rcp_jax.contests import ContestSet, contests_from_frame, contests_from_records, load_contests
 from rcp_jax.errors import DataError
-from rcp_jax.human_documents import (
-    USEFUL_GRADE,
-    document_grades,
+from rcp_jax.human.contests import ContestSet
+from rcp_jax.human.documents import (
     document_table,
     gain_ece,
     pairwise_accuracy,
@@ -34,12 +30,7 @@ from rcp_jax.human_documents import (
 from rcp_jax.metrics import discounts
 
 __all__ = [
-    "USEFUL_GRADE",
     "DEFAULT_BANDS",
-    "ContestSet",
-    "load_contests",
-    "contests_from_records",
-    "contests_from_frame",
     "grader_verdicts",
     "contest_verdicts",
     "clustered_proportion_ci",
@@ -47,12 +38,6 @@ __all__ = [
     "head_to_head",
     "hit_rates",
     "margin_auc",
-    "document_grades",
-    "document_table",
-    "pairwise_accuracy",
-    "gain_ece",
-    "query_mean_spearman",
-    "qrel_disagreement",
     "human_agreement_report",
 ]
 

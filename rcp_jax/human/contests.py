@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rcp_jax.data.table_checks import show
 from rcp_jax.errors import DataError
-from rcp_jax.table_checks import show
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Document-level analyses take a separate **gains table** ``query_id, doc_id, [dataset], <gain columns>``
 (e.g. the RCP gain, a 0/1 qrel, a raw BT score, and optionally ``qrel`` grades). Grades come from a
-:class:`~rcp_jax.contests.ContestSet`; a document is **useful** when its mean grade is at least
+:class:`~rcp_jax.human.ContestSet`; a document is **useful** when its mean grade is at least
 ``USEFUL_GRADE``.
 """
 
@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from rcp_jax.contests import ContestSet
-from rcp_jax.diagnostics import expected_calibration_error
 from rcp_jax.errors import DataError
-from rcp_jax.paired import spearman_rho
+from rcp_jax.human.contests import ContestSet
+from rcp_jax.stats.diagnostics import expected_calibration_error
+from rcp_jax.stats.paired import spearman_rho
 
 USEFUL_GRADE = 2.0
 

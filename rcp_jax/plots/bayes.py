@@ -29,7 +29,7 @@ def plot_pairwise_forest(metrics, *, path=None, max_pairs: int | None = 40, titl
     """Forest plot of pairwise RCP-nDCG differences with the ROPE band.
 
     Args:
-        metrics: :class:`rcp_jax.posterior_metrics.PosteriorMetrics`.
+        metrics: :class:`rcp_jax.bayes.PosteriorMetrics`.
         path: where to save the figure (optional).
         max_pairs: show the pairs with the largest |delta| first, at most this many (None: all).
         title: heading above the legend (default names k and the interval probability; the ROPE is a key).
@@ -81,7 +81,7 @@ def plot_item_curves(posterior, *, path=None, grid: tuple[float, float] = (-6.0,
     """Item characteristic curves and the gain curve with posterior bands.
 
     Args:
-        posterior: :class:`rcp_jax.posterior.Posterior`.
+        posterior: :class:`rcp_jax.bayes.Posterior`.
         path: where to save the figure (optional).
         grid: range of calibrated ability on the x axis.
         ci_prob: band probability (default: the posterior's).

@@ -13,8 +13,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from rcp_jax.diagnostics import expected_calibration_error, reliability_table
 from rcp_jax.errors import DataError
+from rcp_jax.stats.diagnostics import expected_calibration_error, reliability_table
 
 
 def plot_reliability(

@@ -24,7 +24,7 @@ def _plt():
 
 
 def _save(fig, path) -> Path:
-    from rcp_jax.io import atomic_write_bytes
+    from rcp_jax.data.atomic import atomic_write_bytes
     import io
 
     buf = io.BytesIO()
@@ -93,7 +93,7 @@ def bootstrap_leaderboard(per_query: pd.DataFrame, metrics=("qrel_ndcg", "count_
     Returns:
         ``{metric: DataFrame indexed by system with columns lo, hi}``.
     """
-    from rcp_jax.paired import bootstrap_mean_ci
+    from rcp_jax.stats.paired import bootstrap_mean_ci
 
     df = per_query.copy()
     if "dataset" not in df.columns:

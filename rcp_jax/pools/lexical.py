@@ -16,7 +16,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from rcp_jax.errors import DataError
-from rcp_jax.tokenizer import ENGLISH_STOPWORDS, tokenize
+from rcp_jax.pools.tokenizer import ENGLISH_STOPWORDS, tokenize
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Index terms of a text: lowercase, split at every non-letter-or-digit, drop stopwords, optionally stem plurals.
 
-Used by the lexical retrievers (:mod:`rcp_jax.lexical`) for documents and queries alike; deterministic and
+Used by the lexical retrievers (:mod:`rcp_jax.pools.lexical`) for documents and queries alike; deterministic and
 locale-free.
 """
 

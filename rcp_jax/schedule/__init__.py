@@ -56,19 +56,19 @@ Example: drive one query through the tournament with made-up scores standing in 
     >>> len(r2), len(batch), batch[0].phase
     (54, 8, 'round3_b1')
 
-Where things live (this module is the import point and re-exports them): constants and counts in
-:mod:`rcp_jax.schedule_config`, shared building blocks in :mod:`rcp_jax.schedule_windows`, rounds 1-2 in
-:mod:`rcp_jax.schedule_tournament`, round 3 in :mod:`rcp_jax.schedule_adaptive`, the rubric in
-:mod:`rcp_jax.schedule_rubric`.
+Where things live (this package names the public surface above; the modules hold it): constants and counts in
+:mod:`rcp_jax.schedule.config`, shared building blocks in :mod:`rcp_jax.schedule.windows`, rounds 1-2 in
+:mod:`rcp_jax.schedule.rounds`, round 3 in :mod:`rcp_jax.schedule.adaptive`, the rubric in
+:mod:`rcp_jax.schedule.rubric`.
 """
 
 from __future__ import annotations
 
-from rcp_jax.schedule_adaptive import adaptive_batch, boundary_values, co_occurrence, pick_segments
-from rcp_jax.schedule_config import DEFAULT_CONFIG, ScheduleConfig, ScheduleCounts, ScheduleWarning, schedule_counts
-from rcp_jax.schedule_rubric import check_rubric_coverage, rasch_abilities, rubric_balanced, rubric_stratified
-from rcp_jax.schedule_tournament import tournament_round1, tournament_round2
-from rcp_jax.schedule_windows import REVERSED_SUFFIX, is_reversed, query_rng, schedule_order
+from rcp_jax.schedule.adaptive import adaptive_batch, boundary_values, co_occurrence, pick_segments
+from rcp_jax.schedule.config import DEFAULT_CONFIG, ScheduleConfig, ScheduleCounts, ScheduleWarning, schedule_counts
+from rcp_jax.schedule.rounds import tournament_round1, tournament_round2
+from rcp_jax.schedule.rubric import check_rubric_coverage, rasch_abilities, rubric_balanced, rubric_stratified
+from rcp_jax.schedule.windows import REVERSED_SUFFIX, is_reversed, query_rng, schedule_order
 
 __all__ = [
     "ScheduleConfig",
@@ -92,5 +92,5 @@ __all__ = [
     "schedule_order",
 ]
 
-# doctest.testmod(rcp_jax.schedule) keeps running the example of schedule_counts (now in schedule_config)
+# doctest.testmod(rcp_jax.schedule) keeps running the example of schedule_counts (defined in schedule.config)
 __test__ = {"schedule_counts": schedule_counts}

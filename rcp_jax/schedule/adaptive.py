@@ -13,8 +13,8 @@ import numpy as np
 
 from judging.records import Window
 from rcp_jax.errors import DataError
-from rcp_jax.schedule_config import DEFAULT_CONFIG, ScheduleConfig, schedule_counts
-from rcp_jax.schedule_windows import _descending, _pool, _scores, _windows
+from rcp_jax.schedule.config import DEFAULT_CONFIG, ScheduleConfig, schedule_counts
+from rcp_jax.schedule.windows import _descending, _pool, _scores, _windows
 
 
 def boundary_values(theta_sorted: np.ndarray, co_adjacent: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Stage A, rounds 1 and 2 of the tournament: balanced random windows, then stratified by round-1 BT order.
 
 Each window is shown twice, the second time reversed (``ScheduleConfig.mirror``). Round 3 is in
-:mod:`rcp_jax.schedule_adaptive`.
+:mod:`rcp_jax.schedule.adaptive`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from judging.records import Window
-from rcp_jax.schedule_config import DEFAULT_CONFIG, ScheduleConfig, schedule_counts
-from rcp_jax.schedule_windows import _degenerate, _least_shown, _pool, _stratified_phase, _windows, query_rng
+from rcp_jax.schedule.config import DEFAULT_CONFIG, ScheduleConfig, schedule_counts
+from rcp_jax.schedule.windows import _degenerate, _least_shown, _pool, _stratified_phase, _windows, query_rng
 
 
 def tournament_round1(

@@ -13,8 +13,8 @@ import numpy as np
 
 from judging.records import Window
 from rcp_jax.errors import DataError
-from rcp_jax.schedule_config import DEFAULT_CONFIG, ScheduleConfig, ScheduleWarning, schedule_counts
-from rcp_jax.schedule_windows import _degenerate, _least_shown, _pool, _stratified_phase, _windows, query_rng
+from rcp_jax.schedule.config import DEFAULT_CONFIG, ScheduleConfig, ScheduleWarning, schedule_counts
+from rcp_jax.schedule.windows import _degenerate, _least_shown, _pool, _stratified_phase, _windows, query_rng
 
 
 def check_rubric_coverage(query_id: str, n: int, config: ScheduleConfig = DEFAULT_CONFIG) -> None:

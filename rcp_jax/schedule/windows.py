@@ -18,7 +18,7 @@ import numpy as np
 
 from judging.records import Window
 from rcp_jax.errors import DataError
-from rcp_jax.schedule_config import ScheduleWarning
+from rcp_jax.schedule.config import ScheduleWarning
 
 #: Phase-name suffix of the mirrored copy of a round-1 or round-2 window.
 REVERSED_SUFFIX = "_reversed"

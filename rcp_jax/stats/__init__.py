@@ -1,4 +1,4 @@
-"""Comparing systems: pairwise significance, sensitivity, agreement between metrics (METHOD section 5).
+"""Statistics over per-query tables: comparing systems, robustness, calibration diagnostics (METHOD section 5).
 
 Input is a tidy **per-query table**, one row per (system, query): columns ``system``, ``query_id``,
 optionally ``dataset`` (default: one dataset named ``all``) and one column per metric (e.g.
@@ -11,42 +11,71 @@ the queries every system has (queries some systems lack are dropped for all and 
 test (exact and tie-aware up to 100 non-zero differences), a randomisation test (JAX, all pairs at
 once), a percentile bootstrap interval, Holm and Bonferroni adjusted p-values, and whether the pair is *separated*. Sensitivity is the share of pairs separated in
 each dataset, then the unweighted mean over datasets (the paper's "pairs distinguished"). The array-level
-tests live in :mod:`rcp_jax.paired`.
+tests live in :mod:`rcp_jax.stats.paired`.
 
-Where things live (this module is the import point and re-exports them): per-query tables in
-:mod:`rcp_jax.per_query`, the pairwise comparison in :mod:`rcp_jax.system_pairs`, robustness to the
-rubric or judge in :mod:`rcp_jax.variant_agreement`, reports and tables in :mod:`rcp_jax.compare_report`.
+Where things live: the per-query table itself (columns, pairing of queries) in :mod:`rcp_jax.per_query`;
+here, the array-level paired tests in :mod:`rcp_jax.stats.paired`, the pairwise comparison in
+:mod:`rcp_jax.stats.system_pairs`, its result and reports in :mod:`rcp_jax.stats.comparison`, Markdown and
+LaTeX tables in :mod:`rcp_jax.stats.tables`, robustness to the rubric or judge in
+:mod:`rcp_jax.stats.variant_agreement`, and the diagnostics of a calibration (undistinguishable queries,
+ECE, local dependence, tau spread, item transfer) in :mod:`rcp_jax.stats.diagnostics`.
 """
 
-from __future__ import annotations
-
-from rcp_jax.compare_report import format_table, sensitivity_report
-from rcp_jax.per_query import (
-    DEFAULT_METRICS,
-    ID_COLUMNS,
-    SINGLE_DATASET,
-    metric_columns,
-    prepare_per_query,
-    score_matrix,
-    system_scores,
+from rcp_jax.stats.comparison import Comparison, sensitivity_report
+from rcp_jax.stats.diagnostics import (
+    brier_score,
+    calibration_report,
+    expected_calibration_error,
+    fit_report,
+    item_transfer,
+    local_dependence,
+    reliability_table,
+    tau_spread,
+    undistinguishable_queries,
+    undistinguishable_summary,
 )
-from rcp_jax.system_pairs import TESTS, Comparison, compare_systems, sign_agreement
-from rcp_jax.variant_agreement import gain_rank_correlation, robustness
+from rcp_jax.stats.paired import (
+    CORRECTIONS,
+    adjust_pvalues,
+    bootstrap_mean_ci,
+    kendall_tau_b,
+    paired_t_test,
+    randomisation_test,
+    spearman_rho,
+    wilcoxon_signed_rank,
+)
+from rcp_jax.stats.system_pairs import TESTS, compare_systems, sign_agreement
+from rcp_jax.stats.tables import format_table
+from rcp_jax.stats.variant_agreement import gain_rank_correlation, robustness
 
 __all__ = [
-    "DEFAULT_METRICS",
-    "ID_COLUMNS",
-    "SINGLE_DATASET",
+    # comparing systems
     "TESTS",
-    "metric_columns",
-    "prepare_per_query",
-    "score_matrix",
-    "system_scores",
     "Comparison",
     "compare_systems",
     "sign_agreement",
     "sensitivity_report",
+    "format_table",
     "robustness",
     "gain_rank_correlation",
-    "format_table",
+    # paired tests on arrays of differences
+    "CORRECTIONS",
+    "paired_t_test",
+    "wilcoxon_signed_rank",
+    "randomisation_test",
+    "bootstrap_mean_ci",
+    "adjust_pvalues",
+    "kendall_tau_b",
+    "spearman_rho",
+    # diagnostics
+    "undistinguishable_queries",
+    "undistinguishable_summary",
+    "reliability_table",
+    "expected_calibration_error",
+    "brier_score",
+    "calibration_report",
+    "local_dependence",
+    "tau_spread",
+    "item_transfer",
+    "fit_report",
 ]

@@ -1,17 +1,85 @@
-"""Reports of a system comparison in words and tables: the sensitivity sentence, Markdown and LaTeX tables.
+"""The result of a system comparison and its reports: :class:`Comparison`, the sensitivity sentence, Markdown and LaTeX.
+
+:func:`rcp_jax.stats.system_pairs.compare_systems` computes a :class:`Comparison`; this module holds the
+object and renders it (tables through :func:`rcp_jax.stats.tables.format_table`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from rcp_jax.errors import DataError
+from rcp_jax.stats.tables import format_table
 
-if TYPE_CHECKING:
-    from rcp_jax.system_pairs import Comparison
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything :func:`~rcp_jax.stats.system_pairs.compare_systems` computed; every table is tidy.
+
+    Attributes:
+        pairs: one row per (metric, dataset, system_a, system_b): ``n_queries, mean_a, mean_b, diff``
+            (mean of a - b over common queries), ``ci_low, ci_high`` (bootstrap), ``t, p_t, p_wilcoxon,
+            p_permutation`` (those computed), ``p`` (of the chosen test), ``p_holm, p_bonferroni`` (within
+            the metric x dataset family), ``separated`` (bool).
+        overall: one row per (metric, system_a, system_b): ``n_datasets, diff`` (mean over datasets of
+            the per-dataset mean difference), ``ci_low, ci_high`` (queries resampled within dataset).
+        sensitivity: one row per (metric, dataset): ``n_pairs, n_separated, share``.
+        systems: aggregate score per (metric, system), see :func:`rcp_jax.per_query.system_scores`.
+        kendall: Kendall tau-b between the system orderings of every two metrics.
+        agreement: sign agreement on separated pairs for every (reference, other) metric pair, see
+            :func:`~rcp_jax.stats.system_pairs.sign_agreement`.
+        metrics, alpha, test, correction: the settings used.
+        dropped: system/query cells without a value whose query was therefore left out for every system
+            (``metric, dataset, system, query_id, reason``); see :func:`rcp_jax.per_query.pair_queries`.
+        excluded: queries no system has a value on (``metric, dataset, query_id``), e.g. qrel-nDCG of a
+            query without a positive qrel.
+        notes: the same in sentences, as the reports print them.
+    """
+
+    pairs: pd.DataFrame
+    overall: pd.DataFrame
+    sensitivity: pd.DataFrame
+    systems: pd.DataFrame
+    kendall: pd.DataFrame
+    agreement: pd.DataFrame
+    metrics: tuple[str, ...]
+    alpha: float
+    test: str
+    correction: str
+    dropped: pd.DataFrame = field(default_factory=pd.DataFrame)
+    excluded: pd.DataFrame = field(default_factory=pd.DataFrame)
+    notes: tuple[str, ...] = ()
+
+    def sensitivity_summary(self) -> pd.DataFrame:
+        """Per metric: mean share of separated pairs over datasets, and the totals."""
+        g = self.sensitivity.groupby("metric", sort=False)
+        out = g.agg(mean_share=("share", "mean"), n_separated=("n_separated", "sum"),
+                    n_pairs=("n_pairs", "sum"), n_datasets=("dataset", "size")).reset_index()
+        return out
+
+    def sensitivity_table(self) -> pd.DataFrame:
+        """Metrics side by side: rows = datasets + ``mean``, cells ``"k/n (xx.x%)"``."""
+        cells = {}
+        for m in self.metrics:
+            s = self.sensitivity[self.sensitivity.metric == m].set_index("dataset")
+            col = {ds: f"{int(r.n_separated)}/{int(r.n_pairs)} ({100 * r.share:.1f}%)" for ds, r in s.iterrows()}
+            col["mean"] = f"{100 * s.share.mean():.1f}%" if len(s) else ""
+            cells[m] = col
+        datasets = sorted(self.sensitivity.dataset.unique())
+        table = pd.DataFrame(cells).reindex(datasets + ["mean"]).fillna("")
+        table.index.name = "dataset"
+        return table.reset_index()
+
+    def to_markdown(self, *, include_pairs: bool = False) -> str:
+        """Markdown report: sensitivity side by side, system scores, sign agreement, Kendall tau."""
+        return _report(self, "markdown", include_pairs)
+
+    def to_latex(self, *, include_pairs: bool = False) -> str:
+        """The same report as LaTeX ``tabular`` environments."""
+        return _report(self, "latex", include_pairs)
+
 
 
 def sensitivity_report(comparison: Comparison, reference: str = "qrel_ndcg", candidate: str = "rcp_ndcg") -> str:
@@ -37,44 +105,6 @@ def sensitivity_report(comparison: Comparison, reference: str = "qrel_ndcg", can
     lines.append(f"mean over datasets: {candidate} {100 * cs:.1f}% vs {reference} {100 * rs:.1f}% "
                  f"({'more' if cs > rs else 'not more'} pairs separated; alpha={comparison.alpha}, "
                  f"test={comparison.test}, correction={comparison.correction})")
-    return "\n".join(lines)
-
-
-def format_table(df: pd.DataFrame, fmt: str = "markdown", *, floatfmt: str = ".3f") -> str:
-    """Render a DataFrame as a Markdown pipe table or a LaTeX ``tabular`` (no extra dependencies).
-
-    Example:
-        >>> print(format_table(pd.DataFrame({"metric": ["rcp"], "share": [0.635]})))
-        | metric | share |
-        |---|---|
-        | rcp | 0.635 |
-    """
-    if fmt not in ("markdown", "latex"):
-        raise DataError(f"unknown table format {fmt!r}; choose markdown or latex")
-
-    def cell(v) -> str:
-        if isinstance(v, (bool, np.bool_)):
-            return "yes" if v else "no"
-        if isinstance(v, (float, np.floating)):
-            return "" if np.isnan(v) else format(float(v), floatfmt)
-        return str(v)
-
-    header = [str(c) for c in df.columns]
-    body = [[cell(v) for v in row] for row in df.itertuples(index=False)]
-    if fmt == "markdown":
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(r) + " |" for r in body]
-        return "\n".join(lines)
-
-    def esc(s: str) -> str:
-        for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#")):
-            s = s.replace(a, b)
-        return s
-
-    lines = [r"\begin{tabular}{" + "l" * len(header) + "}", r"\hline",
-             " & ".join(esc(h) for h in header) + r" \\", r"\hline"]
-    lines += [" & ".join(esc(c) for c in r) + r" \\" for r in body]
-    lines += [r"\hline", r"\end{tabular}"]
     return "\n".join(lines)
 
 

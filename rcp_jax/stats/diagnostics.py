@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from rcp_jax.compare import prepare_per_query
 from rcp_jax.errors import DataError
+from rcp_jax.per_query import prepare_per_query
 
 _CRITERION = re.compile(r"^C(\d+)$")
 
@@ -43,7 +43,7 @@ def undistinguishable_queries(
     * ``undistinguishable``: any of the three (the categories are exclusive).
 
     Args:
-        per_query: tidy table ``system, query_id, [dataset], <metrics>`` (see :mod:`rcp_jax.compare`).
+        per_query: tidy table ``system, query_id, [dataset], <metrics>`` (see :mod:`rcp_jax.stats`).
         metrics: metric columns (default: the known nDCG columns present).
         systems: restrict to these systems.
         atol: tolerance of "equal" (qrel-nDCG under the nanobeir protocol is rounded to 5 decimals, so

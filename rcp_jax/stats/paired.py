@@ -1,6 +1,6 @@
 """Paired significance tests, bootstrap intervals, multiplicity corrections and rank correlations.
 
-The array layer under :mod:`rcp_jax.compare`. Every test takes **differences** ``d = a - b`` of paired
+The array layer under :mod:`rcp_jax.stats`. Every test takes **differences** ``d = a - b`` of paired
 per-query scores, shaped ``float[..., Q]`` (leading axes are independent comparisons, e.g. system pairs;
 the last axis is queries). NaN marks a missing query of that comparison and is dropped from it
 (pairwise-complete). All results are float64 NumPy arrays with the leading shape of ``d``.

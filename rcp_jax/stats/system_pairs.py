@@ -1,22 +1,20 @@
 """Every pair of systems on every metric and dataset: paired tests, intervals, corrections, sensitivity.
 
-:func:`compare_systems` runs the tests of :mod:`rcp_jax.paired` on a per-query table
-(:mod:`rcp_jax.per_query`) and returns a :class:`Comparison`; its reports are rendered by
-:mod:`rcp_jax.compare_report`.
+:func:`compare_systems` runs the tests of :mod:`rcp_jax.stats.paired` on a per-query table
+(:mod:`rcp_jax.per_query`) and returns a :class:`Comparison`; the result object and its reports are
+in :mod:`rcp_jax.stats.comparison`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from rcp_jax.compare_report import _report
 from rcp_jax.errors import DataError
-from rcp_jax.paired import (
+from rcp_jax.stats.paired import (
     CORRECTIONS,
     adjust_pvalues,
     bootstrap_mean_ci,
@@ -27,76 +25,10 @@ from rcp_jax.paired import (
     wilcoxon_signed_rank,
 )
 from rcp_jax.per_query import pair_queries, prepare_per_query, score_matrix, system_scores, warn_dropped
+from rcp_jax.stats.comparison import Comparison
 
 TESTS = ("t", "wilcoxon", "permutation")
 _P_COLUMN = {"t": "p_t", "wilcoxon": "p_wilcoxon", "permutation": "p_permutation"}
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Everything :func:`compare_systems` computed; every table is tidy.
-
-    Attributes:
-        pairs: one row per (metric, dataset, system_a, system_b): ``n_queries, mean_a, mean_b, diff``
-            (mean of a - b over common queries), ``ci_low, ci_high`` (bootstrap), ``t, p_t, p_wilcoxon,
-            p_permutation`` (those computed), ``p`` (of the chosen test), ``p_holm, p_bonferroni`` (within
-            the metric x dataset family), ``separated`` (bool).
-        overall: one row per (metric, system_a, system_b): ``n_datasets, diff`` (mean over datasets of
-            the per-dataset mean difference), ``ci_low, ci_high`` (queries resampled within dataset).
-        sensitivity: one row per (metric, dataset): ``n_pairs, n_separated, share``.
-        systems: aggregate score per (metric, system), see :func:`system_scores`.
-        kendall: Kendall tau-b between the system orderings of every two metrics.
-        agreement: sign agreement on separated pairs for every (reference, other) metric pair, see
-            :func:`sign_agreement`.
-        metrics, alpha, test, correction: the settings used.
-        dropped: system/query cells without a value whose query was therefore left out for every system
-            (``metric, dataset, system, query_id, reason``); see :func:`rcp_jax.per_query.pair_queries`.
-        excluded: queries no system has a value on (``metric, dataset, query_id``), e.g. qrel-nDCG of a
-            query without a positive qrel.
-        notes: the same in sentences, as the reports print them.
-    """
-
-    pairs: pd.DataFrame
-    overall: pd.DataFrame
-    sensitivity: pd.DataFrame
-    systems: pd.DataFrame
-    kendall: pd.DataFrame
-    agreement: pd.DataFrame
-    metrics: tuple[str, ...]
-    alpha: float
-    test: str
-    correction: str
-    dropped: pd.DataFrame = field(default_factory=pd.DataFrame)
-    excluded: pd.DataFrame = field(default_factory=pd.DataFrame)
-    notes: tuple[str, ...] = ()
-
-    def sensitivity_summary(self) -> pd.DataFrame:
-        """Per metric: mean share of separated pairs over datasets, and the totals."""
-        g = self.sensitivity.groupby("metric", sort=False)
-        out = g.agg(mean_share=("share", "mean"), n_separated=("n_separated", "sum"),
-                    n_pairs=("n_pairs", "sum"), n_datasets=("dataset", "size")).reset_index()
-        return out
-
-    def sensitivity_table(self) -> pd.DataFrame:
-        """Metrics side by side: rows = datasets + ``mean``, cells ``"k/n (xx.x%)"``."""
-        cells = {}
-        for m in self.metrics:
-            s = self.sensitivity[self.sensitivity.metric == m].set_index("dataset")
-            col = {ds: f"{int(r.n_separated)}/{int(r.n_pairs)} ({100 * r.share:.1f}%)" for ds, r in s.iterrows()}
-            col["mean"] = f"{100 * s.share.mean():.1f}%" if len(s) else ""
-            cells[m] = col
-        datasets = sorted(self.sensitivity.dataset.unique())
-        table = pd.DataFrame(cells).reindex(datasets + ["mean"]).fillna("")
-        table.index.name = "dataset"
-        return table.reset_index()
-
-    def to_markdown(self, *, include_pairs: bool = False) -> str:
-        """Markdown report: sensitivity side by side, system scores, sign agreement, Kendall tau."""
-        return _report(self, "markdown", include_pairs)
-
-    def to_latex(self, *, include_pairs: bool = False) -> str:
-        """The same report as LaTeX ``tabular`` environments."""
-        return _report(self, "latex", include_pairs)
 
 
 def compare_systems(

@@ -14,9 +14,9 @@ import pandas as pd
 from scipy import stats
 
 from rcp_jax.errors import DataError
-from rcp_jax.paired import kendall_tau_b, spearman_rho
 from rcp_jax.per_query import prepare_per_query
-from rcp_jax.system_pairs import compare_systems
+from rcp_jax.stats.paired import kendall_tau_b, spearman_rho
+from rcp_jax.stats.system_pairs import compare_systems
 
 
 def _variants(by_variant: Mapping, reference: str | None, too_few: str) -> tuple[list[str], str]:

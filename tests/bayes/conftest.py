@@ -41,7 +41,7 @@ def collection():
 
 @pytest.fixture(scope="session")
 def frozen_posterior(collection):
-    from rcp_jax.posterior import fit_posterior
+    from rcp_jax.bayes import fit_posterior
 
     _, windows, answers = collection
     with warnings.catch_warnings(record=True) as caught:
@@ -63,7 +63,7 @@ def noisy():
 
 @pytest.fixture(scope="session")
 def noisy_posteriors(noisy):
-    from rcp_jax.posterior import fit_posterior
+    from rcp_jax.bayes import fit_posterior
 
     sim, windows, answers, _ = noisy
     out = {}

@@ -55,7 +55,7 @@ def test_fit_nuts_then_evaluate_posterior(tiny_store, tmp_path, capsys):
 
 
 def test_fit_joint_model_then_evaluate_posterior(tiny_store, tmp_path, capsys):
-    from rcp_jax.posterior import load_posterior
+    from rcp_jax.bayes import load_posterior
 
     store, runs = tiny_store
     info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--model", "joint", "--method", "nuts",

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from models import bayes, inference
-from rcp_jax.posterior import fit_posterior
+from rcp_jax.bayes import fit_posterior
 
 
 def tiny_calibration_data(seed: int, q: int = 3, n: int = 8, c: int = 5) -> dict:

@@ -8,8 +8,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from rcp_jax.plots_bayes import plot_item_curves, plot_pairwise_forest
-from rcp_jax.posterior import posterior_metrics
+from rcp_jax.bayes import posterior_metrics
+from rcp_jax.plots import plot_item_curves, plot_pairwise_forest
 
 
 def test_forest_plot_with_rope(frozen_posterior, run_table, tmp_path):

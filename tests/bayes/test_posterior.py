@@ -1,4 +1,4 @@
-"""rcp_jax.posterior: arviz DataTree, tables, Calibration export, posterior metrics, formatting."""
+"""rcp_jax.bayes.posterior: arviz DataTree, tables, Calibration export, posterior metrics, formatting."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 import rcp_jax
+from rcp_jax.bayes import fit_posterior, format_posterior_table, posterior_metrics
 from rcp_jax.errors import DataError
-from rcp_jax.posterior import fit_posterior, format_posterior_table, posterior_metrics
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +207,7 @@ def test_rubric_only_posterior(collection):
 
 
 def test_save_and_load_round_trip(frozen_posterior, run_table, tmp_path):
-    from rcp_jax.posterior import diagnostics_summary, load_posterior, save_posterior
+    from rcp_jax.bayes import diagnostics_summary, load_posterior, save_posterior
 
     folder = save_posterior(frozen_posterior, tmp_path / "posterior")
     back = load_posterior(folder)

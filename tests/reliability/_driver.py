@@ -134,7 +134,7 @@ class _HalfWriter:
 
 
 class _OsProxy:
-    """Stands in for ``os`` inside :mod:`rcp_jax.io` to kill the n-th atomic write half-way or before its rename."""
+    """Stands in for ``os`` inside :mod:`rcp_jax.data.atomic` to kill the n-th atomic write half-way or before its rename."""
 
     def __init__(self, n: int, where: str):
         self._n, self._where = n, where
@@ -177,10 +177,10 @@ def main() -> int:
     _install_judge_hooks(spec)
     _install_fit_hooks(kill)
     if kill.startswith("write:"):
-        import rcp_jax.io
+        import rcp_jax.data.atomic
 
         _, n, where = kill.split(":")
-        rcp_jax.io.os = _OsProxy(int(n), where)
+        rcp_jax.data.atomic.os = _OsProxy(int(n), where)
     server = _start_fake_server(spec["fake_server"]) if spec.get("fake_server") else None
     from rcp_jax.cli import main as cli_main
 

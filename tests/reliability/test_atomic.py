@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import rcp_jax.io
+import rcp_jax.data.atomic
 from rcp_jax.calibration import Calibration, load_calibration, save_calibration
 from rcp_jax.errors import DataError
 
@@ -19,7 +19,7 @@ class Crash(BaseException):
 
 
 def crash_at_rename_of(monkeypatch, name: str) -> None:
-    real = rcp_jax.io.os
+    real = rcp_jax.data.atomic.os
 
     class Os:
         def __getattr__(self, attr):
@@ -30,15 +30,15 @@ def crash_at_rename_of(monkeypatch, name: str) -> None:
                 raise Crash(dst)
             return real.replace(src, dst)
 
-    monkeypatch.setattr(rcp_jax.io, "os", Os())
+    monkeypatch.setattr(rcp_jax.data.atomic, "os", Os())
 
 
 def test_a_crash_before_the_rename_leaves_the_old_file_whole(tmp_path, monkeypatch):
     path = tmp_path / "per_query.csv"
-    rcp_jax.io.atomic_write_text(path, "old,complete\n1,2\n")
+    rcp_jax.data.atomic.atomic_write_text(path, "old,complete\n1,2\n")
     crash_at_rename_of(monkeypatch, "per_query.csv")
     with pytest.raises(Crash):
-        rcp_jax.io.atomic_write_csv(path, pd.DataFrame({"new": np.arange(10_000)}))
+        rcp_jax.data.atomic.atomic_write_csv(path, pd.DataFrame({"new": np.arange(10_000)}))
     assert path.read_text() == "old,complete\n1,2\n"
     assert [p.name for p in tmp_path.iterdir()] == ["per_query.csv"]  # the temp file was removed
 

@@ -7,18 +7,16 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from rcp_jax.compare import (
+from rcp_jax.stats import (
     compare_systems,
     format_table,
     gain_rank_correlation,
-    prepare_per_query,
     robustness,
-    score_matrix,
     sensitivity_report,
     sign_agreement,
-    system_scores,
 )
 from rcp_jax.errors import DataError
+from rcp_jax.per_query import prepare_per_query, score_matrix, system_scores
 
 FAST = dict(n_permutations=2000, n_bootstrap=200)
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import optimize
 
-from rcp_jax.diagnostics import (
+from rcp_jax.stats.diagnostics import (
     answers_long,
     brier_score,
     calibration_report,
@@ -23,7 +23,7 @@ from rcp_jax.diagnostics import (
     undistinguishable_summary,
 )
 from rcp_jax.errors import DataError
-from rcp_jax.plots_diagnostics import plot_reliability
+from rcp_jax.plots import plot_reliability
 
 GAMMA = np.array([1.169, 1.047, 0.940, 1.157, 0.687])
 BETA = np.array([-2.572, -2.002, -0.251, 0.709, 4.116])

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rcp_jax.data import read_qrels
+from rcp_jax.data.qrel_grades import QrelsWarning
 from rcp_jax.evaluation import evaluate
 from rcp_jax.metrics import score_query
-from rcp_jax.qrel_grades import QrelsWarning
-from rcp_jax.run_files import read_qrels
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

@@ -1,4 +1,4 @@
-"""Known-answer and oracle tests of the array-level statistics in :mod:`rcp_jax.paired`."""
+"""Known-answer and oracle tests of the array-level statistics in :mod:`rcp_jax.stats.paired`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from rcp_jax.errors import DataError
-from rcp_jax.paired import (
+from rcp_jax.stats import (
     adjust_pvalues,
     bootstrap_mean_ci,
     kendall_tau_b,

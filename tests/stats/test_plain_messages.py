@@ -8,10 +8,10 @@ import pytest
 
 import rcp_jax
 from rcp_jax.cli import main
-from rcp_jax.compare import compare_systems
+from rcp_jax.data.table_checks import plain, show
 from rcp_jax.errors import DataError
-from rcp_jax.pools import _positives
-from rcp_jax.table_checks import plain, show
+from rcp_jax.pools.fusion import _positives
+from rcp_jax.stats import compare_systems
 
 
 def _message(call) -> str:

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 
 from rcp_jax.cli import main
-from rcp_jax.compare import compare_systems, prepare_per_query
 from rcp_jax.errors import DataError
 from rcp_jax.evaluation import leaderboard
+from rcp_jax.per_query import prepare_per_query
 from rcp_jax.per_query import PairingWarning, pair_queries
+from rcp_jax.stats import compare_systems
 
 FAST = dict(n_permutations=500, n_bootstrap=50, tests=["t", "wilcoxon"])
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rcp_jax.paired import EXACT_WILCOXON_MAX_N, wilcoxon_signed_rank
+from rcp_jax.stats.paired import EXACT_WILCOXON_MAX_N, wilcoxon_signed_rank
 
 
 def _enumerated_p(d: np.ndarray) -> float:
