@@ -14,6 +14,7 @@ Typical use::
 Importing the package is cheap: the public names are resolved on first use (PEP 562), so
 ``import rcp_jax`` and ``rcp-jax --help`` do not pay for JAX, pandas and SciPy until a name needs them.
 ``from rcp_jax import X``, ``rcp_jax.X``, ``dir(rcp_jax)`` and ``from rcp_jax import *`` work as usual.
+Each name comes from the subpackage or module that holds its concern; ARCHITECTURE.md maps them.
 """
 
 import importlib as _importlib
@@ -54,7 +55,7 @@ _EXPORTS: dict[str, str] = {
     "human_agreement_report": "human",
 }
 
-#: public names that are submodules themselves
+#: public names that are subpackages themselves
 _MODULE_EXPORTS = frozenset({"data", "schedule"})
 
 __all__ = ["__version__", *_EXPORTS]
