@@ -166,3 +166,17 @@ def test_server_context_reported_and_a_window_that_cannot_fit_is_named(server, c
     assert prompt + 1000 > 1500
     assert any(f"({prompt} tokens) plus --max-tokens 1000 exceeds the server's context of 1500" in w
                for w in report["warnings"])
+
+
+def test_unsupported_structured_output_fails_fast_with_the_modes_to_try(server, capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-doctor-test-key")
+    # what llama-cpp-python 0.3.36 answers to response_format json_schema (measured, benchmarks/RESULTS.md)
+    refusal = Fault(status=500, message="1 validation error: ('body', 'response_format', 'type') Input should be "
+                                        "'text' or 'json_object', input: json_schema")
+    s = server(faults=lambda ctx: refusal)
+    rc, report, _ = _doctor(capsys, *_remote(s.url), "--structured-output", "json_schema")
+    assert rc == 3
+    first = report["windows"][0]
+    assert first["error_type"] == "JudgeStructuredOutputError"
+    assert len([r for r in s.requests if r["response_format"]]) == 2  # one call per window: no retries on it
+    assert "json_object_schema" in report["next"][0]

@@ -202,6 +202,13 @@ def verdict(probes: list[Probe], *, structured: str, max_tokens: int | None) -> 
             "JudgeNotFoundError": ["check --model (litellm 'provider/name', e.g. hosted_vllm/<served name>, "
                                    "openai/<alias>, ollama_chat/<model>) and --api-base (ends in /v1 for "
                                    "OpenAI-compatible servers)"],
+            "JudgeCredentialsError": ["no API key was sent: set the provider's environment variable (a local "
+                                      "server without keys still needs some value, e.g. OPENAI_API_KEY=none)"],
+            "JudgeStructuredOutputError": [f"the server does not take --structured-output {structured}: try "
+                                           "json_object_schema (llama.cpp, llama-cpp-python), json_schema (vLLM, "
+                                           "SGLang, Ollama, hosted APIs) or none"],
+            "JudgeTimeoutError": ["no answer within --timeout: raise --timeout, lower --max-tokens, or use a faster "
+                                  "server (the deadline includes the server's queue)"],
             "JudgeRequestError": ["the server rejected the request: try another --structured-output "
                                   f"(now {structured}), a smaller --max-tokens (now {max_tokens}), or drop "
                                   "--extra-params"],
