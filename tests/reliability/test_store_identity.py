@@ -12,48 +12,24 @@ from __future__ import annotations
 
 import json
 import shutil
-import warnings
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from judging import SimulatedJudge, read_judgements, synthetic_dataset
+from judging import SimulatedJudge, read_judgements
 from judging.store import IDENTITY_FILE
 from rcp_jax import schedule as S
 from rcp_jax.cli import main
 from rcp_jax.pipeline import PipelineInput, judge_collection_sync
 from rcp_jax.store_identity import StoreIdentityError, pool_hash
 
-QUERIES, DOCUMENTS, LATENT = synthetic_dataset(3, 12, seed=1, doc_chars=60)
-POOLS = {q: sorted(d) for q, d in DOCUMENTS.items()}
-#: graded qrels from the latent relevance (the CLI's simulated judge is driven by the qrels)
-QRELS = {q: {d: int(np.clip(np.floor(v + 2.0), 0, 3)) for d, v in LATENT[q].items()} for q in POOLS}
-
-
-def write_rows(path: Path) -> Path:
-    with open(path, "w", encoding="utf-8") as fh:
-        for q, docs in POOLS.items():
-            fh.write(json.dumps({"query_id": q, "query": QUERIES[q], "doc_ids": docs,
-                                 "docs": [DOCUMENTS[q][d] for d in docs], "qrels": QRELS[q]}) + "\n")
-    return path
+from ._small_store import DOCUMENTS, LATENT, POOLS, QRELS, QUERIES, cli_judge, snapshot
 
 
 def collection(name: str = "demo", pools=None) -> PipelineInput:
     return PipelineInput(queries=QUERIES, documents=DOCUMENTS, pools=pools or POOLS, dataset=name)
-
-
-def cli_judge(rows: Path, store: Path, *extra: str) -> tuple[int, dict | None, str]:
-    """``rcp-jax judge --json`` in this process: (exit code, its JSON summary or None, stderr)."""
-    import contextlib
-    import io
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
-        rc = main(["judge", "--rows", str(rows), "--store", str(store), "--json", *extra])
-    return rc, (json.loads(out.getvalue()) if rc == 0 else None), err.getvalue()
 
 
 def api_judge(store, *, name="demo", seed=0, pools=None, **kw):
@@ -67,34 +43,15 @@ def api_judge(store, *, name="demo", seed=0, pools=None, **kw):
     return out[3]
 
 
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and p.name != ".lock"}
-
-
-@pytest.fixture(scope="module")
-def rows(tmp_path_factory) -> Path:
-    return write_rows(tmp_path_factory.mktemp("data") / "demo.jsonl")
-
-
-@pytest.fixture(scope="module")
-def judged(rows, tmp_path_factory) -> Path:
-    """A store judged completely by ``rcp-jax judge --rows demo.jsonl`` (dataset name 'demo', seed 0)."""
-    store = tmp_path_factory.mktemp("judged") / "store"
-    rc, summary, err = cli_judge(rows, store)
-    assert rc == 0, err
-    assert summary["calls"] > 0
-    return store
-
-
 @pytest.fixture
-def store(judged, tmp_path) -> Path:
+def store(small_judged, tmp_path) -> Path:
     copy = tmp_path / "store"
-    shutil.copytree(judged, copy)
+    shutil.copytree(small_judged, copy)
     return copy
 
 
-def test_the_first_run_records_the_identity(judged):
-    identity = json.loads((judged / IDENTITY_FILE).read_text())
+def test_the_first_run_records_the_identity(small_judged):
+    identity = json.loads((small_judged / IDENTITY_FILE).read_text())
     assert identity["kind"] == "rcp-jax schedule identity" and identity["format"] == 1
     assert (identity["dataset"], identity["seed"]) == ("demo", 0)
     assert identity["schedule"] == S.DEFAULT_CONFIG.to_dict()
@@ -102,9 +59,9 @@ def test_the_first_run_records_the_identity(judged):
     assert len(identity["pools_hash"]) == 16
 
 
-def test_the_same_identity_resumes_without_calls_or_rewrites(rows, store):
+def test_the_same_identity_resumes_without_calls_or_rewrites(small_rows, store):
     before = snapshot(store)
-    rc, summary, err = cli_judge(rows, store)
+    rc, summary, err = cli_judge(small_rows, store)
     assert rc == 0, err
     assert summary["calls"] == 0
     assert snapshot(store) == before  # identity.json untouched, nothing appended
@@ -127,13 +84,13 @@ def test_another_identity_is_refused_before_any_call(store, change, says, fix):
     assert says in message and fix in message and "a new --store" in message
 
 
-def test_cli_refusal_exit_code_and_a_renamed_rows_file(rows, store, tmp_path):
-    rc, _, err = cli_judge(rows, store, "--seed", "7")
+def test_cli_refusal_exit_code_and_a_renamed_rows_file(small_rows, store, tmp_path):
+    rc, _, err = cli_judge(small_rows, store, "--seed", "7")
     assert rc == 2
     assert "rcp-jax judge: error:" in err and "seed: store 0, this run 7" in err and "--seed 0" in err
     assert "Traceback" not in err
     renamed = tmp_path / "renamed-folder.jsonl"  # the same data under another name: the default --name differs
-    shutil.copy(rows, renamed)
+    shutil.copy(small_rows, renamed)
     rc, summary, err = cli_judge(renamed, store)
     assert rc == 0, err
     assert summary["calls"] == 0
@@ -168,9 +125,9 @@ def test_new_queries_are_added_to_the_identity(tmp_path):
     assert any("1 new queries added" in line for line in lines)
 
 
-def test_a_store_without_identity_file_is_adopted_when_its_windows_match(rows, store):
+def test_a_store_without_identity_file_is_adopted_when_its_windows_match(small_rows, store):
     (store / IDENTITY_FILE).unlink()
-    rc, summary, err = cli_judge(rows, store)
+    rc, summary, err = cli_judge(small_rows, store)
     assert rc == 0, err
     assert summary["calls"] == 0
     assert "had no identity file" in err
@@ -190,7 +147,7 @@ def test_a_store_without_identity_file_judged_under_another_identity_is_refused(
 
 
 @pytest.fixture(scope="module")
-def poisoned(rows, judged, tmp_path_factory) -> Path:
+def poisoned(small_rows, small_judged, tmp_path_factory) -> Path:
     """What the old code wrote: a second schedule (the same data under another name) judged into the store,
     here its round-1 and balanced-rubric windows, asked by the same judge as the CLI's."""
     from judging import judge_windows_sync
@@ -198,9 +155,9 @@ def poisoned(rows, judged, tmp_path_factory) -> Path:
     from rcp_jax.commands._common import latent_from_qrels, load_collection, make_judge, pipeline_input
 
     store = tmp_path_factory.mktemp("poisoned") / "store"
-    shutil.copytree(judged, store)
+    shutil.copytree(small_judged, store)
     (store / IDENTITY_FILE).unlink()
-    args = build_parser().parse_args(["judge", "--rows", str(rows), "--store", str(store)])
+    args = build_parser().parse_args(["judge", "--rows", str(small_rows), "--store", str(store)])
     col, pools = load_collection(args)
     other = pipeline_input(col, pools, "demo-copy")
     judge = make_judge(args, latent_from_qrels(other.pools, other.qrels, 0))
@@ -226,26 +183,26 @@ def test_fit_keeps_two_schedules_apart_and_says_why(poisoned, tmp_path, capsys):
     assert spearmanr(gains["gain"], truth).statistic > 0.7  # still a good fit
 
 
-def test_a_poisoned_store_without_identity_resumes_its_schedule_with_a_note(rows, poisoned, tmp_path):
+def test_a_poisoned_store_without_identity_resumes_its_schedule_with_a_note(small_rows, poisoned, tmp_path):
     store = tmp_path / "store"
     shutil.copytree(poisoned, store)
-    rc, summary, err = cli_judge(rows, store)
+    rc, summary, err = cli_judge(small_rows, store)
     assert rc == 0, err
     assert summary["calls"] == 0
     assert "also holds windows of another schedule" in err and "had no identity file" in err
     assert "holds windows of two schedules" not in err  # judging reads only its own windows
 
 
-def test_identity_file_mode_follows_the_umask(judged):
+def test_identity_file_mode_follows_the_umask(small_judged):
     import os
 
     current = os.umask(0)
     os.umask(current)
-    assert (judged / IDENTITY_FILE).stat().st_mode & 0o777 == 0o666 & ~current
+    assert (small_judged / IDENTITY_FILE).stat().st_mode & 0o777 == 0o666 & ~current
 
 
-def test_a_damaged_identity_file_is_a_clear_error(rows, store):
+def test_a_damaged_identity_file_is_a_clear_error(small_rows, store):
     (store / IDENTITY_FILE).write_text("{not json")
-    rc, _, err = cli_judge(rows, store)
+    rc, _, err = cli_judge(small_rows, store)
     assert rc == 2
     assert "identity file is damaged" in err and "delete it" in err and str(store / IDENTITY_FILE) in err
