@@ -291,6 +291,7 @@ def run(args) -> int:
     collection, latent = _collection(args)
     windows = _windows(collection, args.query, args.seed)
     judge = make_judge(args, latent)
+    judge.prepare()  # load litellm now, so the first window's latency is the call's own (the import takes seconds)
     structured = _structured_mode(judge)
     started = time.perf_counter()
     probes = asyncio.run(_ask_all(judge, collection, windows))
