@@ -90,7 +90,8 @@ def test_svi_agrees_with_nuts_on_the_frozen_model(method, collection, frozen_pos
     _, windows, answers = collection
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        post = fit_posterior(windows, answers, method=method, svi_steps=1500, num_samples=400, seed=2, progress=True)
+        post = fit_posterior(windows, answers, model="frozen", method=method, svi_steps=1500, num_samples=400, seed=2,
+                             progress=True)
     ref = frozen_posterior
     for name in ("gamma", "beta"):
         sd = ref.items[f"{name}_sd"].to_numpy()
