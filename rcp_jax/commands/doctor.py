@@ -282,8 +282,6 @@ def _server_lines(args, probes: list[Probe], max_tokens: int | None) -> tuple[li
 
 
 def run(args) -> int:
-    import asyncio
-
     from rcp_jax.errors import DataError
 
     if args.show_chars < 0:
@@ -294,7 +292,9 @@ def run(args) -> int:
     judge.prepare()  # load litellm now, so the first window's latency is the call's own (the import takes seconds)
     structured = _structured_mode(judge)
     started = time.perf_counter()
-    probes = asyncio.run(_ask_all(judge, collection, windows))
+    from judging.loop import run as run_interruptible  # Ctrl-C / SIGTERM leave no coroutine un-awaited
+
+    probes = run_interruptible(_ask_all(judge, collection, windows))
     elapsed = time.perf_counter() - started
     max_tokens = getattr(judge, "max_tokens", getattr(args, "max_tokens", None))
     ok, line, advice = verdict(probes, structured=structured, max_tokens=max_tokens)
