@@ -19,6 +19,9 @@
      as exact, so its intervals miss the BT error and under-cover;
    * ``joint`` - the joint model on the noisy tournament (BT scores latent): ~90% with wider intervals.
 
+``benchmarks/coverage.py`` extends the second study to every number a user reads (items, gains,
+per-system RCP-nDCG, pair differences, decisions on null pairs) for each model and method.
+
 Prints tables and writes JSON to ``benchmarks/out/``. Examples::
 
     python benchmarks/sbc.py                       # SBC, 200 datasets of 4 queries x 12 documents

@@ -353,9 +353,8 @@ class LiteLLMJudge(BaseJudge):
     def _response_format(self, request: JudgeRequest) -> dict[str, Any] | None:
         mode = self.structured_mode()
         stage, rendered = request.window.stage, request.rendered
-        if mode == "json_object_schema":  # llama.cpp: {"type": "json_object", "schema": <the JSON schema>}
-            rf = response_format(stage, rendered.positional, rendered.n_criteria, "json_schema")
-            return {"type": "json_object", "schema": rf["json_schema"]["schema"]} if rf else None
+        # json_object_schema is llama.cpp's {"type": "json_object", "schema": ...}; the schema module builds it with
+        # the score grid that llama.cpp's grammar needs (it ignores numeric minimum / maximum)
         return response_format(stage, rendered.positional, rendered.n_criteria, mode)
 
     def _kwargs(self, request: JudgeRequest, reask: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from pathlib import Path
 from judging.errors import JudgeInputError, JudgeVerdictError
 from judging.judge import BaseJudge, JudgeRequest
 from judging.lookup import PerQuery, check_window_inputs
+from judging.loop import run as run_interruptible
 from judging.parse import ParseResult, echoed_documents, parse_answer
 from judging.procs import ProcessJudge
 from judging.records import Judgement, Window, record_id
@@ -363,4 +364,6 @@ def judge_windows_sync(windows: Iterable[Window], **kwargs: object) -> list[Judg
             "judge_windows_sync was called inside a running event loop (e.g. Jupyter); use "
             "'await judge_windows(...)' there instead"
         )
-    return asyncio.run(judge_windows(windows, **kwargs))  # type: ignore[arg-type]
+    # judging.loop.run: asyncio.run that leaves no coroutine un-awaited on Ctrl-C, and stops on SIGTERM like
+    # Ctrl-C where the process asked for it (rcp-jax's command line does)
+    return run_interruptible(judge_windows(windows, **kwargs))  # type: ignore[arg-type]

@@ -47,6 +47,8 @@ from judging.records import STAGES, Judgement
 
 log = logging.getLogger("judging.store")
 
+_torn_reported: set[tuple[str, int]] = set()  # (file, size) whose torn last line was reported
+
 #: Name of the identity file inside a store folder.
 IDENTITY_FILE = "identity.json"
 
@@ -113,6 +115,10 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise ValueError("not a judgement record")
         except ValueError as exc:
             if last:
+                key = (str(path), len(data))
+                if key in _torn_reported:  # one warning per torn tail, however often the file is read
+                    return
+                _torn_reported.add(key)
                 log.warning(
                     "%s: skipping a torn last line %d (%d bytes; %s), probably left by a crash; the window "
                     "it belonged to will be asked again",

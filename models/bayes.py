@@ -52,7 +52,8 @@ quantity the rubric pins) and recovers ``theta = ability / tau``: the same model
 Frozen versus joint: :func:`calibration_model` conditions on the BT scores as if they were exact. Its
 gain intervals are calibrated when that holds (exact or very dense, low-noise tournaments) and too
 narrow when the tournament is noisy; :func:`joint_model` treats the scores as noisy measurements and is
-calibrated there (see ``benchmarks/sbc.py --coverage`` and ``tests/bayes/test_joint.py``).
+calibrated there (see ``benchmarks/coverage.py``, ``benchmarks/sbc.py --coverage`` and
+``tests/bayes/test_joint.py``), which is why ``rcp_jax.fit_posterior`` uses it by default.
 
 Layout: queries are padded to ``N`` documents; real documents of query ``q`` are the first
 ``n_docs[q]`` (a prefix), padded documents have zero ``wins`` rows/columns and zero ``trials``. Rubric

@@ -413,6 +413,8 @@ def compare_ideal_lists_sync(calibration=None, **kwargs) -> ListComparison:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(compare_ideal_lists(calibration, **kwargs))
+        from judging.loop import run as run_interruptible  # no coroutine left un-awaited on Ctrl-C
+
+        return run_interruptible(compare_ideal_lists(calibration, **kwargs))
     raise DataError("compare_ideal_lists_sync was called inside a running event loop (e.g. Jupyter); use "
                     "'await compare_ideal_lists(...)' there instead")

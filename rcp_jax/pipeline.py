@@ -489,6 +489,13 @@ def store_tables(
         _warn_two_schedules(store, stage, records)
         table = tournament_table if stage == "tournament" else rubric_table
         tables[stage] = table(records, keep_flagged=keep_flagged)
+        if tables[stage].empty:  # every valid answer is flagged
+            raise DataError(
+                f"{store / (stage + '.jsonl')}: every valid {stage} answer ({len(records)}) is flagged (e.g. window "
+                f"{records[0].window.label}: {'; '.join(records[0].flags)}), and fits leave flagged answers out. Inspect "
+                "those windows' documents; to fit the answers anyway pass --keep-flagged"
+            )
+    tables["rubric"] = _drop_unscored(store, tables["tournament"], tables["rubric"])
     t, r = families["tournament"], families["rubric"]
     if (t["model"], t["decoding"]) != (r["model"], r["decoding"]):
         raise DataError(
@@ -497,6 +504,40 @@ def store_tables(
             "judge: judge both stages with the same model and settings, or pick one with --family"
         )
     return tables["tournament"], tables["rubric"], families
+
+
+class UnscoredDocumentsWarning(UserWarning):
+    """Documents with rubric answers but no usable tournament answer were left out of a fit."""
+
+
+def _drop_unscored(store: Path, window_scores: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """``answers`` without the documents no usable tournament window showed (they have no BT score, so the
+    calibration cannot place them); one :class:`UnscoredDocumentsWarning` says which and why."""
+    shown = pd.MultiIndex.from_frame(window_scores[["query_id", "doc_id"]].drop_duplicates())
+    keys = pd.MultiIndex.from_frame(answers[["query_id", "doc_id"]])
+    orphan = ~keys.isin(shown)
+    if not orphan.any():
+        return answers
+    lost = answers.loc[orphan, ["query_id", "doc_id"]].drop_duplicates()
+    whole = sorted(set(lost["query_id"]) - set(window_scores["query_id"]))
+    q, d = lost.iloc[0]
+    named = ", ".join(map(repr, whole[:5])) + (" ..." if len(whole) > 5 else "")
+    queries = (f"; query {named} has none at all" if len(whole) == 1 else f"; queries {named} have none at all") if whole else ""
+    fix = (f"invalid ones are asked again by `rcp-jax judge --store {store}`; flagged ones are listed in the notes "
+           "(--keep-flagged fits them)")
+    kept = answers.loc[~orphan].reset_index(drop=True)
+    if kept.empty:
+        raise DataError(
+            f"{store}: no document with rubric answers has a usable tournament answer (e.g. query {q!r} document "
+            f"{d!r}): their tournament windows hold only invalid or flagged answers; {fix}"
+        )
+    warnings.warn(
+        f"{store}: {len(lost)} document(s) of {lost['query_id'].nunique()} queries have rubric answers but no usable "
+        f"tournament answer (e.g. query {q!r} document {d!r}{queries}): their tournament windows hold only invalid "
+        f"or flagged answers, so they have no BT score and are left out of this fit; {fix}",
+        UnscoredDocumentsWarning, stacklevel=3,
+    )
+    return kept
 
 
 class StoreScheduleWarning(UserWarning):

@@ -56,6 +56,7 @@ from rcp_jax.errors import DataError
 
 FORMAT = 1
 KIND = "rcp-jax schedule identity"
+NEW_STORE_DEMO = " (with `rcp-jax demo`, a new --out)"
 
 
 class StoreIdentityError(DataError):
@@ -214,7 +215,7 @@ def _refusal(folder: Path, path: Path, differences: list[tuple[str, Any, Any]], 
             lines.append(f"  {what}: store {old!r}, this run {new!r}")
             fixes.append(f"the schedule setting {what.split('.', 1)[1]} = {old!r}")
     lines.append(f"To resume this store, run again with {' and '.join(fixes)}; to judge this schedule instead, pass "
-                 "a new --store folder.")
+                 f"a new --store folder{NEW_STORE_DEMO}.")
     return "\n".join(lines)
 
 
@@ -265,5 +266,6 @@ def _check_legacy(store: JudgementStore, mine: Mapping[str, Any], pools: Mapping
         f"{w.label} holds other documents in the store. {len(mismatched)} window(s) of {len(queries)} queries "
         f"({', '.join(queries[:5])}{' ...' if len(queries) > 5 else ''}) differ. Nothing was asked. The store was "
         "judged with another --name (the dataset folder's name when --name was not given), another --seed, or "
-        "another pools file: run again with the ones it was judged with to resume it, or pass a new --store folder."
+        f"another pools file: run again with the ones it was judged with to resume it, or pass a new --store folder"
+        f"{NEW_STORE_DEMO}."
     )

@@ -28,7 +28,7 @@ def test_judge_errors_become_exit_codes_not_tracebacks(monkeypatch, capsys):
         raise JudgeAuthError("model 'openai/x' at https://example.invalid: authentication failed")
 
     monkeypatch.setattr(fit, "run", boom)
-    assert main(["fit", "--store", "s", "--out", "o"]) == 1
+    assert main(["fit", "--store", "s", "--out", "o"]) == 3  # the judge failed (2 is bad input)
     assert "judge failed: model 'openai/x'" in capsys.readouterr().err
 
     def bad(_args):

@@ -95,25 +95,33 @@ def test_usage_errors_exit_2_with_a_message(tiny, capsys):
     assert main(["judge", "--store", str(folder / "s2")]) == 2
     assert "exactly one of --dataset" in capsys.readouterr().err
     assert main(["evaluate", "--calibration", str(folder / "missing"), "--runs", str(folder / "runs.csv")]) == 2
-    assert "items.json not found" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert str(folder / "missing") in err and "`rcp-jax fit" in err  # names the path and what writes it
 
 
 def test_console_script_keeps_a_persistent_compilation_cache(tiny, cli, tmp_path):
     """`rcp-jax fit` in a fresh process stores its compiled programs in $RCP_JAX_CACHE_DIR (the tests'
-    own shared cache, JAX_COMPILATION_CACHE_DIR, is taken out of this one process's environment)."""
+    own shared cache, JAX_COMPILATION_CACHE_DIR, is taken out of this one process's environment); with
+    RCP_JAX_CACHE_DIR=off the CLI gives JAX no cache folder."""
     _, rows = tiny
     store = tmp_path / "store"
     assert cli("judge", "--rows", str(rows), "--store", str(store), "--quiet").returncode == 0
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
     env.update(RCP_JAX_CACHE_DIR=str(tmp_path / "cache"), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
-    done = subprocess.run([sys.executable, "-m", "rcp_jax", "fit", "--store", str(store), "--out", str(tmp_path / "fit")],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run([sys.executable, "-m", "rcp_jax", "fit", "--store", str(store), "--out", str(tmp_path / "fit"),
+                           "--no-plots"], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert any((tmp_path / "cache").glob("jit_*")), "no compiled program was cached"
+    # the CLI's own set-up with the cache switched off, then JAX's view of it (no fit needed to see it)
     env["RCP_JAX_CACHE_DIR"] = "off"
-    done = subprocess.run([sys.executable, "-m", "rcp_jax", "fit", "--store", str(store), "--out", str(tmp_path / "fit2")],
-                          capture_output=True, text=True, env=env)
+    code = ("from rcp_jax import cli; cli._configure_compilation_cache(); import jax; "
+            "print(repr(jax.config.jax_compilation_cache_dir))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "None"
+    env["RCP_JAX_CACHE_DIR"] = str(tmp_path / "cache")  # and the same set-up does give JAX the folder
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.stdout.strip() == repr(str(tmp_path / "cache")), done.stderr[-2000:]
 
 
 def test_compilation_cache_folder_follows_the_environment(tmp_path):

@@ -188,6 +188,16 @@ def test_own_collection_flow_in_process(capsys, tmp_path):
     # --no-plots: no figure, none printed
     code, text, err = run_cli(capsys, "fit", "--store", work / "store", "--out", work / "fit2", "--no-plots")
     assert code == 0 and "figure:" not in text and not list((work / "fit2").glob("*.png"))
+    # two fit folders (here the same judgements under two names): leave-one-dataset-out transfer across them
+    import shutil
+
+    shutil.copytree(work / "fit", work / "fit_b")
+    code, text, err = run_cli(capsys, "diagnose", "--fit", work / "fit", "--fit", work / "fit_b", "--no-plots",
+                              "--out", work / "diag2", "--json")
+    assert code == 0, err
+    table = {r["held_out"]: r for r in json.loads(text)["transfer"]["table"]}
+    assert set(table) == {"fit", "fit_b", "all"} and table["all"]["n_answers"] == 2 * table["fit"]["n_answers"]
+    assert table["fit"]["reduction"] > 0 and (work / "diag2" / "transfer_across_datasets.csv").is_file()
     # the diagnostics' prediction table is a valid --answers input
     code, text, err = run_cli(capsys, "diagnose", "--answers", work / "fit" / "diagnostics" / "predictions.csv")
     assert code == 0 and "p_calibrated" in text

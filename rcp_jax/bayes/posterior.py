@@ -12,13 +12,20 @@ NUTS, SVI or a Laplace approximation (:mod:`models.inference`) and returns a :cl
 * R-hat, bulk/tail ESS and divergences in ``diagnostics`` (warned about when they look bad);
 * ``gain_draws: float32[S, Q, N]`` for posterior metrics (:func:`rcp_jax.bayes.posterior_ndcg.posterior_metrics`).
 
-Models (see :mod:`models.bayes` for the maths): ``frozen`` (2PL with BT scores as covariates, METHOD
-section 3), ``joint`` (BT scores latent: tournament noise flows into the gains) and ``rubric_only``.
-Which to use: the frozen model treats the BT scores as exact, so its gain intervals hold only rubric and
-item uncertainty; they cover the true gains at the nominal rate when the scores are (nearly) exact - a
-dense, low-noise tournament - and under-cover on sparse or noisy tournaments (0.3-0.5 of 90% intervals
-in the simulations of ``benchmarks/sbc.py --coverage``). The joint model covers at the nominal rate there,
-with intervals about 3x wider.
+Models (see :mod:`models.bayes` for the maths): ``joint`` (BT scores latent: tournament noise flows into
+the gains; **the default** whenever the tournament's window scores are given), ``frozen`` (2PL with BT
+scores as exact covariates, METHOD section 3) and ``rubric_only``.
+Why the joint model is the default: the frozen model treats the BT scores as exact, so its gain
+intervals hold only rubric and item uncertainty ("calibration given the tournament"). They cover the true
+gains at the nominal rate only when the scores are (nearly) exact - a dense, low-noise tournament - and
+under-cover on noisy tournaments (about a third of 90% intervals hold the truth in the simulations of
+``benchmarks/coverage.py``, and its system differences are as overconfident). The joint model covers at
+the nominal rate there, with gain intervals about 3x wider. Its cost: NUTS samples one latent score per
+document (on the demo's 20 queries x 30 documents about as long as the frozen model, compile-bound);
+``method="laplace"`` (a dense Gaussian at the mode) suits up to a few thousand documents and
+``method="svi"`` (mean-field, linear in the documents) very large collections. The frozen model stays
+available (``model="frozen"``, and the default when only BT scores are given, since the joint model
+needs the windows) with that caveat; ``method="map"`` defaults to it (a point fit has no intervals).
 
 Example:
     >>> post = fit_posterior(bt, answers, method="nuts", seed=0)        # doctest: +SKIP
@@ -45,6 +52,44 @@ from rcp_jax.errors import CalibrationError, DataError
 from rcp_jax.tournament import validate_window_scores
 
 METHODS = ("map", "nuts", "svi", "laplace")
+#: What the frozen model's intervals mean (warned when it is fitted for intervals, printed by the CLI).
+FROZEN_NOTE = (
+    "the frozen model treats the Bradley-Terry scores as exact, so its intervals hold the rubric and item "
+    "uncertainty only: on noisy tournaments its 90% gain intervals cover the truth far less than 90% of the time "
+    "(about a third in benchmarks/coverage.py); the joint model (the default with window scores) covers at the "
+    "nominal rate"
+)
+#: Largest joint model the dense Laplace approximation takes (latent dimensions; the Hessian is its square).
+LAPLACE_MAX_DIM = 10_000
+
+
+class FrozenModelWarning(UserWarning):
+    """The frozen model was fitted for intervals: they leave out the tournament's noise."""
+
+
+def _check_guide_spread(draws: "inference.Draws", method: str) -> None:
+    """Warn when an SVI / Laplace posterior collapsed: non-finite draws, or item parameters that do not vary
+    (a Laplace approximation whose Hessian is not positive definite at the optimum gives zero-width intervals)."""
+    spread = np.std(np.asarray(draws.samples["gamma"], dtype=np.float64).reshape(-1, np.shape(draws.samples["gamma"])[-1]),
+                    axis=0)
+    if not np.all(np.isfinite(spread)) or np.any(spread == 0.0):
+        warnings.warn(
+            f"the {method} posterior collapsed (item parameters without spread or not finite: the approximation failed "
+            f"at its optimum), so its intervals are meaningless; refit with method 'nuts' (`--method nuts`)"
+            + (" or 'svi'" if method == "laplace" else ""),
+            stacklevel=3,
+        )
+
+
+def _check_dense_laplace(inputs: "PosteriorInputs") -> None:
+    q, n = inputs.doc_ids.shape  # padded: every query carries N - 1 latent contrasts
+    dim = int(q * (n - 1) + 2 * q + 2 * (len(inputs.criteria) - 1))
+    if dim > LAPLACE_MAX_DIM:
+        raise DataError(
+            f"the Laplace approximation of the joint model needs a dense {dim} x {dim} Hessian "
+            f"({dim * dim * 4 / 2**30:.1f} GiB) for {int(inputs.n_docs.sum())} documents; use method 'svi' "
+            f"(`--method svi`: mean-field, linear in the documents) or 'nuts' for a collection this large"
+        )
 MODELS = ("frozen", "joint", "rubric_only")
 #: Diagnostics thresholds (warned about): R-hat of gamma, beta, tau, alpha above ``RHAT_MAX``; R-hat of
 #: any gain above ``RHAT_MAX_GAIN`` (the maximum over thousands of gains exceeds 1.01 by chance alone even
@@ -279,6 +324,23 @@ class Posterior:
         out = d.loc[d["gain_mean"].notna(), ["query_id", "doc_id", "gain_mean"]]
         return out.rename(columns={"gain_mean": "gain"}).reset_index(drop=True)
 
+    def with_gains(self, gains: pd.DataFrame) -> "Posterior":
+        """A one-draw copy of this posterior whose gains are ``gains`` (``query_id, doc_id, gain``).
+
+        Same layout and the same ideal order (Stage A), so :func:`posterior_metrics` on it scores known
+        gains - e.g. a simulator's true gains - with exactly the quantity this posterior estimates.
+        Documents of the posterior missing from ``gains`` get gain 0; rows for other documents are ignored.
+        """
+        arr = np.zeros((1,) + self.inputs.doc_ids.shape, dtype=np.float32)
+        pos = {(q, d): (qi, di) for qi, q in enumerate(self.inputs.query_ids)
+               for di, d in enumerate(self.inputs.doc_ids[qi, : self.inputs.n_docs[qi]])}
+        for q, d, g in zip(gains["query_id"].astype(str), gains["doc_id"].astype(str), gains["gain"]):
+            if (q, d) in pos:
+                arr[(0,) + pos[(q, d)]] = g
+        import dataclasses
+
+        return dataclasses.replace(self, gain_draws=arr)
+
     def calibration(self) -> Calibration:
         """A :class:`rcp_jax.Calibration` with posterior means, usable by :func:`rcp_jax.evaluate`.
 
@@ -506,8 +568,12 @@ def fit_posterior(
         answers: one row per rubric placement: ``query_id, doc_id, C1..CK`` with 0/1 answers.
         method: ``nuts`` (default), ``svi`` (AutoNormal; very large query sets), ``laplace``
             (AutoLaplaceApproximation) or ``map`` (one "draw" at the posterior mode, no uncertainty).
-        model: ``frozen`` (default with BT scores or windows), ``joint`` (needs windows) or
-            ``rubric_only`` (default without a tournament).
+        model: ``joint`` (default with window scores, except for ``method="map"``: its gain intervals
+            cover at their nominal rate on noisy tournaments), ``frozen`` (default with BT scores, which
+            the joint model cannot use, and for ``method="map"``: the point calibration of
+            :func:`rcp_jax.calibrate`; its intervals treat the BT scores as exact and are too narrow on
+            noisy tournaments, so a warning says so when it is used for intervals) or ``rubric_only``
+            (default without a tournament).
         ridge: MAP ridge of the item parameters (prior SD ``1 / sqrt(ridge NC)``).
         bt_ridge, bt_weight: BT prior ridge and pseudo-likelihood weight (joint model; see
             :mod:`models.bayes`).
@@ -531,14 +597,23 @@ def fit_posterior(
     if method not in METHODS:
         raise DataError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     if model is None:
-        model = "rubric_only" if bt_or_windows is None else "frozen"
+        if bt_or_windows is None:
+            model = "rubric_only"
+        elif method != "map" and {"window_id", "score"} <= set(bt_or_windows.columns):
+            model = "joint"
+        else:
+            model = "frozen"
     if model not in MODELS:
         raise DataError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
     if (model == "rubric_only") != (bt_or_windows is None):
         raise DataError("the rubric-only model takes no tournament (pass None); the frozen and joint models need one")
     if not 0 < ci_prob < 1:
         raise DataError(f"ci_prob must be in (0, 1), got {ci_prob}")
+    if warn and model == "frozen" and method != "map":
+        warnings.warn(FROZEN_NOTE, FrozenModelWarning, stacklevel=2)
     inputs = prepare_inputs(bt_or_windows, answers, joint=model == "joint", bt_ridge=bt_ridge)
+    if model == "joint" and method == "laplace":
+        _check_dense_laplace(inputs)
     f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
     passes, trials = f32(inputs.passes), f32(inputs.trials)
 
@@ -579,6 +654,7 @@ def fit_posterior(
                 mfn, kwargs, seed=seed, guide=guide, num_steps=svi_steps, learning_rate=learning_rate,
                 num_samples=num_samples, init_values=init, progress=report,
             )
+        _check_guide_spread(draws, method)
     else:
         if model == "frozen":
             values = {**init, "gamma": cal.gamma, "beta": cal.beta}

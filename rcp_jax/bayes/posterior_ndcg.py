@@ -1,21 +1,52 @@
-"""Posterior RCP-nDCG: intervals per system and P(A > B) / practical equivalence per system pair.
+"""Posterior RCP-nDCG: intervals per system and a decision per system pair.
 
-nDCG@k is linear in the gains once a system's ranking is fixed, and rankings do not change across
+**What the per-system quantity is.** RCP-nDCG@k of a (system, query) is
+``DCG_k(system's list, G) / DCG_k(ideal list, G)`` with ``G`` the calibrated gains and the **ideal list
+fixed: the query's pool in the Stage A order** (METHOD section 4: the pool sorted by the Bradley-Terry
+MAP scores, which is also the order of the point calibration's gains; for the rubric-only model, which
+has no tournament, the order of the posterior-mean gains). Every posterior draw scores the same ideal
+list with its own gains. So a system that ranks like the Stage A order scores exactly 1 in every draw,
+and the posterior of a system's nDCG is the posterior of one well-defined quantity of the true gains:
+"how much of the Stage A ideal's DCG this ranking reaches". With the frozen model (BT scores exact) each
+draw's gains are sorted in the Stage A order, so the value is at most 1; with the joint model a draw's
+gains can order some documents differently from the Stage A order, and a system that follows the draw
+more closely than Stage A does can score slightly above 1 in that draw (the value is not capped: capping
+would bias it). Sorting each draw's own gains instead (the ideal of *that* draw) biases the posterior
+low - the maximum over noisy draws exceeds the maximum of the truth - and a perfect ranker's interval
+would never reach 1.
+
+nDCG@k is linear in the gains once the system's ranking is fixed, and rankings do not change across
 posterior draws - only gains do. So every (system, query) list is reduced once to discount weights
 ``W[system, query, doc]`` (the tie rules of :mod:`rcp_jax.metrics` included: with ``group_mean`` a
 document's weight is the mean discount of its tie block), and the DCG of every draw is one product
-``DCG[d, s, q] = sum_n W[s, q, n] G[d, q, n]``. The ideal DCG of each draw sorts that draw's gains.
+``DCG[d, s, q] = sum_n W[s, q, n] G[d, q, n]``; the ideal's weights are fixed in the same way.
 
-Two sources of uncertainty are reported separately and combined:
+Three intervals are reported for each system mean and each pair difference:
 
-* **calibration** (``cal_*``): spread over posterior draws of the mean over *these* queries;
-* **query sampling** (``boot_*``): percentile bootstrap over queries (within datasets) of the mean
-  of per-query posterior-mean nDCG;
-* **combined** (no prefix): each bootstrap replicate also picks a random posterior draw.
+* **calibration only** (``cal_*``): spread over posterior draws of the mean over *these* queries - the
+  uncertainty of the judge's gains (rubric, items and, with the joint model, the tournament). It is the
+  interval for "the true RCP-nDCG of these systems on these queries", and the one the coverage
+  benchmark (``benchmarks/coverage.py``) checks against the simulator's truth;
+* **query sampling** (``boot_*``): percentile bootstrap over queries (within datasets) of the mean of
+  per-query posterior-mean nDCG - how much another sample of queries would move the mean, gains taken
+  as known;
+* **combined** (no prefix): each bootstrap replicate also picks a random posterior draw; the interval
+  for the system's RCP-nDCG on the population the queries were sampled from.
 
-A pair (A, B) is *called* ``A>B`` when the combined P(delta > 0) reaches ``decision_prob`` (default
-0.975, the one-sided analogue of a two-sided 5% test), ``B>A`` when P(delta < 0) does, else
-``undecided``; it is *practically equivalent* when P(|delta| < rope) reaches ``decision_prob``.
+**Decision rule** (:func:`decide`, the one rule behind the ``call`` column, the JSON, the CSVs and the
+forest plot). With ``delta = A - B`` drawn from the combined posterior (calibration and query sampling)
+and ``rope`` the half-width of the region of practical equivalence (default 0.02):
+
+* ``A>B`` when ``P(delta > rope) >= decision_prob`` (default 0.95);
+* ``B>A`` when ``P(delta < -rope) >= decision_prob``;
+* ``equivalent`` (practically equivalent) when ``P(|delta| < rope) >= decision_prob``;
+* ``undecided`` otherwise.
+
+A pair is called only when the difference is practically meaningful, not merely non-zero: a pair
+whose whole interval lies inside the ROPE is ``equivalent``, never ``A>B``. With ``decision_prob``
+above 0.5 the four outcomes exclude each other. On pairs of systems that are identical in expectation
+the rule calls a winner in far fewer than ``1 - decision_prob`` of cases (measured in
+``benchmarks/coverage.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +64,39 @@ from rcp_jax.metrics import Protocol, discounts, get_protocol
 from rcp_jax.stats.paired import paired_t_test
 
 DEFAULT_ROPE = 0.02
+#: Posterior probability a decision needs (:func:`decide`).
+DEFAULT_DECISION_PROB = 0.95
+#: The outcomes of :func:`decide`.
+DECISIONS = ("A>B", "B>A", "equivalent", "undecided")
+
+
+def decide(delta_draws: np.ndarray, *, rope: float = DEFAULT_ROPE,
+           decision_prob: float = DEFAULT_DECISION_PROB) -> dict:
+    """The decision rule of a system pair (module docstring), from draws of ``delta = A - B``.
+
+    Args:
+        delta_draws: float[D, P] draws of the difference of P pairs (D draws each).
+        rope: half-width of the region of practical equivalence (>= 0).
+        decision_prob: posterior probability a call needs (in (0.5, 1)).
+
+    Returns:
+        ``p_a_better`` P(delta > 0) (an exact tie counts half), ``p_a_practically_better`` P(delta > rope),
+        ``p_b_practically_better`` P(delta < -rope), ``p_rope`` P(|delta| < rope): float[P] each; and
+        ``call``: object[P], one of :data:`DECISIONS`.
+    """
+    d = np.asarray(delta_draws, dtype=np.float64)
+    out = {
+        "p_a_better": (d > 0).mean(0) + 0.5 * (d == 0).mean(0),
+        "p_a_practically_better": (d > rope).mean(0),
+        "p_b_practically_better": (d < -rope).mean(0),
+        "p_rope": (np.abs(d) < rope).mean(0),
+    }
+    call = np.full(d.shape[1:], "undecided", dtype=object)
+    call[out["p_rope"] >= decision_prob] = "equivalent"
+    call[out["p_b_practically_better"] >= decision_prob] = "B>A"
+    call[out["p_a_practically_better"] >= decision_prob] = "A>B"
+    out["call"] = call
+    return out
 
 
 @dataclass
@@ -44,8 +108,10 @@ class PosteriorMetrics:
         systems: ``system, mean, cal_lo, cal_hi, boot_lo, boot_hi, lo, hi, n_queries`` (mean over
             queries; within datasets first, then over datasets, as :func:`rcp_jax.leaderboard`).
         pairs: ``system_a, system_b, delta, cal_lo, cal_hi, cal_p_a_better, cal_p_rope, boot_lo,
-            boot_hi, boot_p_a_better, lo, hi, p_a_better, p_rope, t_p, call, equivalent``
-            (delta = A - B; ``t_p`` the paired t-test on per-query posterior means).
+            boot_hi, boot_p_a_better, lo, hi, p_a_better, p_a_practically_better, p_b_practically_better,
+            p_rope, t_p, call, equivalent`` (delta = A - B; unprefixed intervals and probabilities are
+            the combined ones; ``call`` is :func:`decide`'s outcome on them and ``equivalent`` is
+            ``call == "equivalent"``; ``t_p`` the paired t-test on per-query posterior means).
         draws: float64[S, n_systems] the system means of every posterior draw (calibration only).
         systems_order: system names in the column order of ``draws``.
         k, rope, ci_prob, decision_prob, n_bootstrap, protocol: settings.
@@ -166,10 +232,25 @@ def discount_weights(
     return w, systems, queries
 
 
-def _ideal_dcg(gains: np.ndarray, k: int) -> np.ndarray:
-    """IDCG@k of every draw and query: float64[D, Q] from gains float[D, Q, N] (0 on padding)."""
+def ideal_order_scores(posterior) -> np.ndarray:
+    """Scores float64[Q, N] whose descending order is each query's ideal list (the Stage A order).
+
+    The Bradley-Terry MAP scores of the frozen and joint models (``posterior.inputs.theta``); for the
+    rubric-only model (no tournament), or an object without them, the posterior-mean gains.
+    """
+    theta = getattr(posterior.inputs, "theta", None)
+    if getattr(posterior, "model", None) in ("frozen", "joint") and theta is not None:
+        return np.asarray(theta, dtype=np.float64)
+    return np.asarray(posterior.gain_draws, dtype=np.float64).mean(0)
+
+
+def _ideal_dcg(gains: np.ndarray, order_scores: np.ndarray, k: int) -> np.ndarray:
+    """IDCG@k of every draw and query: float64[D, Q], the draw's gains float[D, Q, N] (0 on padding and
+    excluded documents) summed over the top k of the fixed ideal order (``order_scores`` float[Q, N]
+    descending; ties by pool position; documents with score -inf last)."""
     kk = min(k, gains.shape[-1])
-    top = -np.sort(-gains, axis=-1)[..., :kk]
+    order = np.argsort(-order_scores, axis=-1, kind="stable")[:, :kk]  # [Q, kk]
+    top = np.take_along_axis(gains, np.broadcast_to(order, gains.shape[:-1] + (kk,)), axis=-1)
     return (top * discounts(k)[:kk]).sum(-1)
 
 
@@ -197,7 +278,7 @@ def posterior_metrics(
     excluded=None,
     rope: float = DEFAULT_ROPE,
     ci_prob: float = 0.9,
-    decision_prob: float = 0.975,
+    decision_prob: float = DEFAULT_DECISION_PROB,
     n_bootstrap: int = 2000,
     max_draws: int | None = 2000,
     seed: int = 0,
@@ -207,12 +288,12 @@ def posterior_metrics(
     Args:
         run: ``system, query_id, doc_id, score[, dataset]`` (one row per scored document).
         posterior: a :class:`rcp_jax.bayes.Posterior` (its ``gain_draws`` are used).
-        k, protocol, pools, excluded: as :func:`rcp_jax.evaluate` (the ideal list is every calibrated
-            pool document's gain in that draw, minus excluded ids).
+        k, protocol, pools, excluded: as :func:`rcp_jax.evaluate`. The ideal list is the query's calibrated
+            pool, minus excluded ids, in the Stage A order, scored with each draw's gains (module docstring).
         rope: half-width of the region of practical equivalence of a difference (default 0.02, the
             margin under which the paper's human study finds RCP verdicts at chance).
         ci_prob: probability of the equal-tailed intervals.
-        decision_prob: posterior probability needed to call a pair (see module docstring).
+        decision_prob: posterior probability a decision needs (:func:`decide`; default 0.95).
         n_bootstrap: query resamples (query-sampling and combined uncertainty).
         max_draws: use at most this many posterior draws (evenly thinned); None = all.
         seed: seed of the bootstrap and of the draw picked per combined replicate.
@@ -247,18 +328,23 @@ def posterior_metrics(
     g_run = np.zeros((g.shape[0], len(queries), g.shape[2]))
     g_run[:, has_gain] = g[:, rows[has_gain]]
     g_ideal = g_run.copy()
+    scores = ideal_order_scores(posterior)
+    order_run = np.full((len(queries), g.shape[2]), -np.inf)
+    order_run[has_gain] = np.where(mask[rows[has_gain]], scores[rows[has_gain]], -np.inf)
     for q_pos, q in enumerate(queries):
         if has_gain[q_pos]:
             for d in (d for (qq, d) in excl if qq == q):
                 if (q, d) in doc_index:
                     g_ideal[:, q_pos, doc_index[(q, d)]] = 0.0
+                    order_run[q_pos, doc_index[(q, d)]] = -np.inf
     dcg = np.einsum("sqn,dqn->dsq", w, g_run)
-    idcg = _ideal_dcg(g_ideal, k)  # [D, Q]
+    idcg = _ideal_dcg(g_ideal, order_run, k)  # [D, Q]
     with np.errstate(invalid="ignore", divide="ignore"):
         ndcg = np.where(idcg[:, None, :] > 0, dcg / np.where(idcg > 0, idcg, 1.0)[:, None, :], 0.0)
-    # DCG <= IDCG holds exactly (the ideal sorts the same draw's gains); a tie's averaged discount times
-    # equal gains can round an ulp above it, so the ratio is capped at 1
-    ndcg = np.minimum(ndcg, 1.0)
+    # A list equal to the ideal scores exactly 1; a tie's averaged discount times equal gains can round an
+    # ulp away from it, so values within 1e-12 of 1 are set to 1 (the ratio itself is not capped: see the
+    # module docstring)
+    ndcg = np.where(np.abs(ndcg - 1.0) < 1e-12, 1.0, ndcg)
     present = np.zeros((len(systems), len(queries)), dtype=bool)
     s_codes = pd.Index(systems).get_indexer(run["system"])
     q_codes = pd.Index(queries).get_indexer(run["query_id"])
@@ -326,24 +412,35 @@ def posterior_metrics(
         d = pair[name]
         lo, hi = iv(d) if d.size else (np.zeros(0), np.zeros(0))
         rows_out[f"{prefix}lo"], rows_out[f"{prefix}hi"] = lo, hi
-        rows_out[f"{prefix}p_a_better"] = (d > 0).mean(0) + 0.5 * (d == 0).mean(0)
-        if name != "boot":
-            rows_out[f"{prefix}p_rope"] = (np.abs(d) < rope).mean(0)
+        dec = decide(d.reshape(d.shape[0], -1), rope=rope, decision_prob=decision_prob)
+        rows_out[f"{prefix}p_a_better"] = dec["p_a_better"]
+        if name == "cal":
+            rows_out["cal_p_rope"] = dec["p_rope"]
+        elif name == "comb":  # the decision: combined uncertainty
+            for key in ("p_a_practically_better", "p_b_practically_better", "p_rope", "call"):
+                rows_out[key] = dec[key]
     pairs = pd.DataFrame(rows_out)
     mq = x.mean(0)  # [S, Qc]
     _, t_p = paired_t_test(mq[a_sys] - mq[b_sys]) if len(a_sys) else (None, np.zeros(0))
     pairs["t_p"] = t_p
-    p = pairs["p_a_better"].to_numpy()
-    pairs["call"] = np.where(p >= decision_prob, "A>B", np.where(p <= 1 - decision_prob, "B>A", "undecided"))
-    pairs["equivalent"] = pairs["p_rope"].to_numpy() >= decision_prob
+    pairs["call"] = pairs["call"].astype(str)
+    pairs["equivalent"] = pairs["call"].to_numpy() == "equivalent"
     cols = ["system_a", "system_b", "delta", "cal_lo", "cal_hi", "cal_p_a_better", "cal_p_rope", "boot_lo", "boot_hi",
-            "boot_p_a_better", "lo", "hi", "p_a_better", "p_rope", "t_p", "call", "equivalent"]
+            "boot_p_a_better", "lo", "hi", "p_a_better", "p_a_practically_better", "p_b_practically_better", "p_rope",
+            "t_p", "call", "equivalent"]
     return PosteriorMetrics(
         per_query=per_query, systems=sys_tab, pairs=pairs[cols], draws=cal, systems_order=list(systems), k=k,
         rope=rope, ci_prob=ci_prob, decision_prob=decision_prob, n_bootstrap=n_bootstrap, protocol=proto.name,
         info={"n_draws": int(x.shape[0]), "queries": used, "dropped_queries": dropped, "seed": seed,
               "posterior_method": posterior.method, "posterior_model": posterior.model},
     )
+
+
+def decision_rule_text(rope: float, decision_prob: float) -> str:
+    """One line stating :func:`decide`'s rule with its settings (tables, CLI and plots print it)."""
+    p = f"{decision_prob:g}"
+    return (f"call A>B when P(delta > {rope:g}) >= {p}, B>A when P(delta < -{rope:g}) >= {p}, "
+            f"equivalent when P(|delta| < {rope:g}) >= {p}, else undecided")
 
 
 def format_posterior_table(
@@ -382,11 +479,11 @@ def format_posterior_table(
     pct = round(100 * metrics.ci_prob)
     if table == "matrix":
         head = (f"P(row > column) of mean RCP-nDCG@{metrics.k} ({metrics.protocol}), calibration and query "
-                f"sampling combined; a pair is called at P >= {metrics.decision_prob:g}")
+                f"sampling combined; {decision_rule_text(metrics.rope, metrics.decision_prob)}")
     else:
         head = (f"RCP-nDCG@{metrics.k} ({metrics.protocol}); {pct}% intervals: cal = calibration (posterior draws), "
                 f"boot = query sampling, lo/hi = both; ROPE |delta| < {metrics.rope:g}; "
-                f"call at P >= {metrics.decision_prob:g}")
+                f"{decision_rule_text(metrics.rope, metrics.decision_prob)}")
     shown = df.copy()
     for c in shown.columns:
         if shown[c].dtype.kind == "f":
@@ -405,4 +502,5 @@ def format_posterior_table(
     return head + "\n" + "\n".join(lines) + "\n"
 
 
-__all__ = ["DEFAULT_ROPE", "PosteriorMetrics", "discount_weights", "format_posterior_table", "posterior_metrics"]
+__all__ = ["DECISIONS", "DEFAULT_DECISION_PROB", "DEFAULT_ROPE", "PosteriorMetrics", "decide", "decision_rule_text",
+           "discount_weights", "format_posterior_table", "ideal_order_scores", "posterior_metrics"]

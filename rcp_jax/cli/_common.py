@@ -14,16 +14,19 @@ if TYPE_CHECKING:  # imported inside the helpers that need them, so `rcp-jax --h
     import pandas as pd
 
 
-def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = False) -> None:
+def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = False, pools: bool = True) -> None:
+    """``--dataset`` / ``--rows``, ``--pools`` (unless ``pools=False``: ``rcp-jax pool`` builds them), qrels,
+    split, name, the query subset and ``--missing-text``."""
     g = p.add_argument_group("collection")
     g.add_argument("--dataset", type=Path,
                    help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv); give this or --rows (default: none)")
     g.add_argument("--rows", type=Path,
                    help="JSONL rows: one query per line with query_id, query, doc_ids, docs[, qrels]; give this or "
                         "--dataset (default: none)")
-    g.add_argument("--pools", type=Path, required=pools_required,
-                   help="judged pools: query_id, doc_id[, rank] (CSV/TSV/JSONL/Parquet) or a TREC run, as "
-                        "`rcp-jax pool` writes (default: the pools of --rows; none for --dataset)")
+    if pools:
+        g.add_argument("--pools", type=Path, required=pools_required,
+                       help="judged pools: query_id, doc_id[, rank] (CSV/TSV/JSONL/Parquet) or a TREC run, as "
+                            "`rcp-jax pool` writes (default: the pools of --rows; none for --dataset)")
     g.add_argument("--qrels", type=Path, help="qrels file overriding the dataset's (TREC or BEIR TSV; default: the "
                    "dataset's qrels/<split>.tsv, or the rows' qrels)")
     g.add_argument("--split", default="test", help="BEIR qrels split, the file qrels/<split>.tsv (default: test)")

@@ -24,14 +24,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("per_query", nargs="?", help="per-query metrics table (system, query_id, [dataset], "
                         "metric columns), e.g. evaluate's per_query.csv (default: none; optional with --fit, "
                         "--answers or --queries)")
-    parser.add_argument("--fit", type=folder, default=None, metavar="FOLDER",
+    parser.add_argument("--fit", type=folder, action="append", default=None, metavar="FOLDER",
                         help="the folder `rcp-jax fit --out` wrote: ECE and Brier of the rubric answers predicted "
                              "from the raw BT scores vs the calibrated abilities, reliability diagram, local "
-                             "dependence, tau spread and item transfer (default: none)")
+                             "dependence, tau spread and item transfer; repeat it with the fits of other datasets "
+                             "for leave-one-dataset-out transfer (default: none)")
     parser.add_argument("--out", type=folder, default=None,
                         help="with --fit, where to write reliability.png, predictions.csv (one row per answer with "
-                             "p_raw, p_calibrated), calibration_report.csv, transfer.csv and diagnose.json "
-                             "(default: <fit folder>/diagnostics)")
+                             "p_raw, p_calibrated), calibration_report.csv, transfer.csv and diagnose.json; with "
+                             "several --fit, one subfolder per fit and transfer_across_datasets.csv (default: "
+                             "<fit folder>/diagnostics, and the first fit's for the cross-dataset transfer)")
     parser.add_argument("--no-plots", action="store_true",
                         help="with --fit, skip reliability.png (default: drawn)")
     parser.add_argument("--metrics", help="comma-separated metric columns (default: the nDCG columns present)")
@@ -139,14 +141,62 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _diagnose_fit(args, result: dict, text: list[str]) -> None:
-    """``--fit``: every calibration diagnostic of the paper from the files ``rcp-jax fit`` wrote."""
+    """``--fit``: every calibration diagnostic of the paper from the files ``rcp-jax fit`` wrote; with several
+    fit folders (one dataset each) the item transfer is leave-one-dataset-out across them."""
+    from rcp_jax.data.atomic import atomic_write_csv, atomic_write_json
+    from rcp_jax.stats.diagnostics import transfer_across_fits
+    from rcp_jax.stats.tables import format_table
+
+    folders = list(args.fit)
+    several = len(folders) > 1
+    names = _fit_names(folders)
+    payloads, inputs = [], {}
+    for name, folder in zip(names, folders):
+        out = (args.out / name if several else args.out) if args.out else folder / "diagnostics"
+        payload, answers, bt = _diagnose_one_fit(args, folder, out, text, transfer=not several,
+                                                 heading=f" of {name}" if several else "")
+        payloads.append(payload)
+        inputs[name] = (answers, bt)
+    result["fits"] = payloads
+    if not several:
+        result["fit"] = payloads[0]
+        return
+    missing = [n for n, (_, bt) in inputs.items() if bt is None]
+    text.append(f"## Item transfer across {len(folders)} datasets (leave one dataset out)")
+    if missing:
+        note = f"not computed: no bt.csv in the fit folder of {', '.join(missing)}"
+        text.append(note)
+        result["transfer"] = {"note": note}
+        return
+    try:
+        tr = transfer_across_fits(inputs).rename(columns={"dataset": "held_out"})
+    except DataError as err:
+        raise DataError(f"--fit {' '.join(map(str, folders))}: {err}") from None
+    out = args.out or folders[0] / "diagnostics"
+    path = atomic_write_csv(out / "transfer_across_datasets.csv", tr)
+    text += [format_table(tr), f"written: {path}"]
+    result["transfer"] = {"kind": "datasets", "table": json.loads(tr.to_json(orient="records")), "file": str(path)}
+    atomic_write_json(out / "diagnose_transfer.json", result["transfer"])
+
+
+def _fit_names(folders: list[Path]) -> list[str]:
+    """A dataset name per fit folder: its name, or parent/name where two folders share a name."""
+    names = [f.resolve().name for f in folders]
+    if len(set(names)) < len(names):
+        names = [f"{f.resolve().parent.name}/{f.resolve().name}" for f in folders]
+    if len(set(names)) < len(names):
+        raise DataError(f"--fit is given the same folder twice: {', '.join(map(str, folders))}")
+    return names
+
+
+def _diagnose_one_fit(args, folder: Path, out: Path, text: list[str], *, transfer: bool, heading: str):
+    """The diagnostics of one fit folder into ``out``; returns (JSON payload, answers, BT scores or None)."""
     from rcp_jax.calibration import load_calibration
     from rcp_jax.cli.evaluate import calibration_folder
     from rcp_jax.data.atomic import atomic_write_csv, atomic_write_json
     from rcp_jax.stats.diagnostics import fit_report
     from rcp_jax.stats.tables import format_table
 
-    folder = args.fit
     cal = load_calibration(calibration_folder(folder))
     answers_path = folder / "answers.csv"
     if not answers_path.is_file():
@@ -155,10 +205,9 @@ def _diagnose_fit(args, result: dict, text: list[str]) -> None:
     answers = read_table(answers_path, "answers")
     bt = read_table(folder / "bt.csv", "BT scores") if (folder / "bt.csv").is_file() else None
     try:
-        report = fit_report(answers, cal, bt, n_bins=args.bins)
+        report = fit_report(answers, cal, bt, n_bins=args.bins, transfer=transfer)
     except DataError as err:
         raise DataError(f"--fit {folder}: {err}") from None
-    out = args.out or folder / "diagnostics"
     ece = report["ece"]
     wide = ece.pivot(index="criterion", columns="model", values="ece").reindex([*cal.criteria, "all"])
     wide = wide[["raw", "calibrated"]].reset_index()
@@ -166,8 +215,8 @@ def _diagnose_fit(args, result: dict, text: list[str]) -> None:
     wide["brier_raw"], wide["brier_calibrated"] = brier["raw"].to_numpy(), brier["calibrated"].to_numpy()
     dep, spread = report["local_dependence"], report["tau_spread"]
     n_answers = len(report["predictions"])
-    text += [f"## Calibration of the rubric answers ({n_answers} answers, {args.bins} bins; raw = sigmoid of the BT "
-             "score on the item curves without the per-query tau and alpha, calibrated = the 2PL ability)",
+    text += [f"## Calibration of the rubric answers{heading} ({n_answers} answers, {args.bins} bins; raw = sigmoid "
+             "of the BT score on the item curves without the per-query tau and alpha, calibrated = the 2PL ability)",
              format_table(wide.rename(columns={"raw": "ece_raw", "calibrated": "ece_calibrated"})),
              f"local dependence, mean |corr| between criteria: raw {dep['raw']:.3f}, residual {dep['residual']:.3f} "
              "(paper: 0.60 and 0.123)",
@@ -178,7 +227,8 @@ def _diagnose_fit(args, result: dict, text: list[str]) -> None:
                "transfer_note": report["transfer_note"]}
     files = [atomic_write_csv(out / "predictions.csv", report["predictions"]),
              atomic_write_csv(out / "calibration_report.csv", ece)]
-    text.append(f"## Item transfer\n{report['transfer_note']}")
+    if transfer:
+        text.append(f"## Item transfer\n{report['transfer_note']}")
     if report["transfer"] is not None:
         tr = report["transfer"].rename(columns={"dataset": "held_out"})
         text.append(format_table(tr))
@@ -191,8 +241,8 @@ def _diagnose_fit(args, result: dict, text: list[str]) -> None:
         files.append(plot_reliability(
             {"sigmoid(raw BT)": pred["p_raw"].to_numpy(), "2PL calibrated": pred["p_calibrated"].to_numpy()},
             pred["answer"].to_numpy(), out / "reliability.png", n_bins=args.bins,
-            title=f"Rubric answers of {folder.name or folder} ({n_answers} answers)"))
+            title=f"Rubric answers of {folder.resolve().name} ({n_answers} answers)"))
     files.append(atomic_write_json(out / "diagnose.json", payload))
     payload["files"] = [str(f) for f in files]
-    result["fit"] = payload
     text.append("written: " + ", ".join(str(f) for f in files))
+    return payload, answers, bt

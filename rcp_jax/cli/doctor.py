@@ -202,6 +202,13 @@ def verdict(probes: list[Probe], *, structured: str, max_tokens: int | None) -> 
             "JudgeNotFoundError": ["check --model (litellm 'provider/name', e.g. hosted_vllm/<served name>, "
                                    "openai/<alias>, ollama_chat/<model>) and --api-base (ends in /v1 for "
                                    "OpenAI-compatible servers)"],
+            "JudgeCredentialsError": ["no API key was sent: set the provider's environment variable (a local "
+                                      "server without keys still needs some value, e.g. OPENAI_API_KEY=none)"],
+            "JudgeStructuredOutputError": [f"the server does not take --structured-output {structured}: try "
+                                           "json_object_schema (llama.cpp, llama-cpp-python), json_schema (vLLM, "
+                                           "SGLang, Ollama, hosted APIs) or none"],
+            "JudgeTimeoutError": ["no answer within --timeout: raise --timeout, lower --max-tokens, or use a faster "
+                                  "server (the deadline includes the server's queue)"],
             "JudgeRequestError": ["the server rejected the request: try another --structured-output "
                                   f"(now {structured}), a smaller --max-tokens (now {max_tokens}), or drop "
                                   "--extra-params"],
@@ -251,21 +258,30 @@ def _clip(text: str, n: int) -> str:
     return text
 
 
-def _context_line(judge) -> str | None:
-    """The server's context size, where the judge can read it (``context_size()``); else None."""
-    probe = getattr(judge, "context_size", None)
-    if probe is None:
-        return None
-    try:
-        size = probe()
-    except Exception:  # noqa: BLE001 - the server may not report it
-        return None
-    return None if size is None else f"server context: {size} tokens"
+def _server_lines(args, probes: list[Probe], max_tokens: int | None) -> tuple[list[str], list[str]]:
+    """(lines about the server, warnings): its reported context and slots (``args.server_info``, set by the
+    judge options where the server reports them: llama.cpp ``/props``, vLLM ``/v1/models``), the judge
+    options' notes (not the concurrency they chose: doctor asks one window at a time), and a warning when a
+    measured prompt plus ``max_tokens`` exceeds the context."""
+    info = getattr(args, "server_info", None)
+    lines = [f"note: {n}" for n in (getattr(args, "judge_notes", None) or []) if "--concurrency auto" not in n]
+    warnings: list[str] = []
+    context = getattr(info, "context", None)
+    slots = getattr(info, "slots", None)
+    if context or slots:
+        lines.append("server reports: " + ", ".join(
+            ([f"context {context} tokens"] if context else []) + ([f"{slots} parallel slot(s)"] if slots else []))
+            + (f" ({info.source})" if getattr(info, "source", "") else ""))
+    if context and max_tokens:
+        for p in probes:
+            if p.prompt_tokens and p.prompt_tokens + max_tokens > context:
+                warnings.append(f"the {p.stage} prompt ({p.prompt_tokens} tokens) plus --max-tokens {max_tokens} "
+                                f"exceeds the server's context of {context}: lower --max-tokens to at most "
+                                f"{max(context - p.prompt_tokens, 0)} or raise the server's context")
+    return lines, warnings
 
 
 def run(args) -> int:
-    import asyncio
-
     from rcp_jax.errors import DataError
 
     if args.show_chars < 0:
@@ -273,24 +289,26 @@ def run(args) -> int:
     collection, latent = _collection(args)
     windows = _windows(collection, args.query, args.seed)
     judge = make_judge(args, latent)
+    judge.prepare()  # load litellm now, so the first window's latency is the call's own (the import takes seconds)
     structured = _structured_mode(judge)
     started = time.perf_counter()
-    probes = asyncio.run(_ask_all(judge, collection, windows))
+    from judging.loop import run as run_interruptible  # Ctrl-C / SIGTERM leave no coroutine un-awaited
+
+    probes = run_interruptible(_ask_all(judge, collection, windows))
     elapsed = time.perf_counter() - started
     max_tokens = getattr(judge, "max_tokens", getattr(args, "max_tokens", None))
     ok, line, advice = verdict(probes, structured=structured, max_tokens=max_tokens)
-    context = _context_line(judge)
+    server_lines, warnings = _server_lines(args, probes, max_tokens)
 
     payload = {
         "ok": ok, "verdict": line, "next": advice, "model": args.model, "api_base": args.api_base,
         "structured_output": structured, "max_tokens": max_tokens, "query_id": windows[0].query_id,
-        "dataset": collection.dataset, "seconds": round(elapsed, 3), "context": context,
+        "dataset": collection.dataset, "seconds": round(elapsed, 3), "server": server_lines, "warnings": warnings,
         "windows": [p.as_dict() for p in probes],
     }
     lines = [f"rcp-jax doctor: model {args.model}" + (f" at {args.api_base}" if args.api_base else "")
              + f", structured output {structured}, max tokens {max_tokens}"]
-    if context:
-        lines.append(context)
+    lines += server_lines
     for p in probes:
         lines.append("")
         lines.append(f"[{p.stage}] window {p.window} ({len(p.doc_ids)} documents, {p.prompt_chars} prompt characters)")
@@ -305,6 +323,6 @@ def run(args) -> int:
         if p.flags:
             lines.append(f"  flags: {', '.join(p.flags)}")
         lines.append("  raw answer: " + _clip(p.raw_answer, args.show_chars).replace("\n", "\n    "))
-    lines += ["", f"verdict: {line}", *[f"next: {a}" for a in advice]]
+    lines += ["", *[f"warning: {w}" for w in warnings], f"verdict: {line}", *[f"next: {a}" for a in advice]]
     emit(args, payload, "\n".join(lines))
     return 0 if ok else EXIT_JUDGE_FAILED

@@ -36,7 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "with a 95%% bootstrap interval over queries, or the posterior interval of RCP-nDCG with "
                         "--posterior), per_query_rcp_ndcg.png, per_query_qrel_ndcg.png and, with --posterior, "
                         "pairs_forest.png")
-    p.add_argument("--rope", type=float, default=0.02, help="region of practical equivalence |delta| (default 0.02)")
+    p.add_argument("--rope", type=float, default=0.02,
+                   help="region of practical equivalence |delta| (default 0.02); with --posterior a pair is called "
+                        "A>B when P(delta > rope) >= 0.95, B>A when P(delta < -rope) >= 0.95, equivalent when "
+                        "P(|delta| < rope) >= 0.95, else undecided")
     p.add_argument("--unknown-docs", choices=["error", "warn", "ignore"], default="error",
                    help="a run scoring a document outside its query's pool (--pools, else the calibration): refuse "
                         "(error, the default), warn, or ignore (protocols such as plain and bright rank them with gain 0)")
@@ -76,13 +79,17 @@ def run(args) -> int:
         atomic_write_csv(args.out / "leaderboard.csv", board.reset_index())
         text.append(f"written to {args.out}")
     if args.posterior:
-        from rcp_jax.bayes.posterior import load_posterior
+        from rcp_jax.bayes import posterior
         from rcp_jax.bayes.posterior_ndcg import posterior_metrics
 
-        post = load_posterior(cal_dir.parent / "posterior")
+        post = posterior.load_posterior(cal_dir.parent / "posterior")
         table = posterior_metrics(runs, post, k=args.k, protocol=args.protocol, pools=pools, rope=args.rope)
         payload["posterior"] = table.to_dict()
+        text.append(f"posterior: {post.model} model, {post.method}")
         text.append(table.format())
+        if post.model == "frozen":
+            payload["notes"].append(posterior.FROZEN_NOTE)
+            text.append(f"note: {posterior.FROZEN_NOTE}")
         if args.out:
             text.append(f"posterior tables written to {args.out}: "
                         + ", ".join(p.name for p in _write_posterior_outputs(table, args.out, plots=not args.no_plots)))

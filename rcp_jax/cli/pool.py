@@ -27,7 +27,7 @@ HELP = ("build judged pools: RRF (k=60) of retriever runs, or of BM25 + query-li
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_collection_args(p)
+    add_collection_args(p, pools=False)
     p.add_argument("--runs", type=Path, nargs="*", default=[],
                    help="retriever runs to fuse (TREC or system, query_id, doc_id, score tables; default: none, so "
                         "three lexical retrievers are run: BM25, stemmed BM25 and Dirichlet query likelihood)")

@@ -25,6 +25,20 @@ def _save(fig: Figure, path) -> Figure:
     return fig
 
 
+_CALL_COLOUR = {"A>B": "tab:blue", "B>A": "tab:blue", "equivalent": "tab:green", "undecided": "0.45"}
+
+
+def _call_label(row, rope: float) -> str:
+    """Right-margin text of a pair: the probability the call rests on, then the call."""
+    if row.call == "A>B":
+        return f"P(A-B>{rope:g})={row.p_a_practically_better:.3f} A>B"
+    if row.call == "B>A":
+        return f"P(B-A>{rope:g})={row.p_b_practically_better:.3f} B>A"
+    if row.call == "equivalent":
+        return f"P(|A-B|<{rope:g})={row.p_rope:.3f} equivalent"
+    return f"P(A>B)={row.p_a_better:.3f} undecided"
+
+
 def plot_pairwise_forest(metrics, *, path=None, max_pairs: int | None = 40, title: str | None = None) -> Figure:
     """Forest plot of pairwise RCP-nDCG differences with the ROPE band.
 
@@ -36,8 +50,9 @@ def plot_pairwise_forest(metrics, *, path=None, max_pairs: int | None = 40, titl
 
     Returns:
         The figure: one row per pair ``A - B``; thick bar = calibration interval, thin bar = combined
-        interval, dot = posterior mean; shaded band = ROPE; colour = the decision (blue called, green
-        practically equivalent, grey neither); right margin: P(A > B) and the call.
+        interval, dot = posterior mean; shaded band = ROPE; colour = the pair's ``call`` column, the one
+        decision rule of :func:`rcp_jax.bayes.posterior_ndcg.decide` (blue A>B or B>A, green practically
+        equivalent, grey undecided); right margin: the probability behind the call and the call.
     """
     pairs = metrics.pairs.copy()
     pairs = pairs.reindex(pairs["delta"].abs().sort_values(ascending=False).index)
@@ -50,24 +65,24 @@ def plot_pairwise_forest(metrics, *, path=None, max_pairs: int | None = 40, titl
     y = np.arange(n)
     ax.axvspan(-metrics.rope, metrics.rope, color="0.88", zorder=0)
     ax.axvline(0.0, color="0.5", lw=0.8, zorder=1)
-    colour = np.where(pairs["equivalent"], "tab:green", np.where(pairs["call"] == "undecided", "0.45", "tab:blue"))
+    colour = [_CALL_COLOUR[c] for c in pairs["call"]]
     ax.hlines(y, pairs["lo"], pairs["hi"], colors=colour, lw=1.2, zorder=2)
     ax.hlines(y, pairs["cal_lo"], pairs["cal_hi"], colors=colour, lw=4.0, zorder=3)
     ax.scatter(pairs["delta"], y, c="black", s=12, zorder=4)
     ax.set_yticks(y, [f"{a} - {b}" for a, b in zip(pairs["system_a"], pairs["system_b"])], fontsize=8)
     ax.set_ylim(-0.7, n - 0.3)
     ax.set_xlabel(f"difference of mean RCP-nDCG@{metrics.k}")
-    for yi, (p, call, eq) in enumerate(zip(pairs["p_a_better"], pairs["call"], pairs["equivalent"])):
-        ax.annotate(f"P(A>B)={p:.3f} {call}{', equivalent' if eq else ''}", xy=(1.01, yi),
-                    xycoords=("axes fraction", "data"), fontsize=7, va="center")
+    for yi, row in enumerate(pairs.itertuples(index=False)):
+        ax.annotate(_call_label(row, metrics.rope), xy=(1.01, yi), xycoords=("axes fraction", "data"), fontsize=7,
+                    va="center")
     pct = round(100 * metrics.ci_prob)
     handles = [  # black keys for the bar widths, coloured keys for the decision
         Patch(color="0.88", label=f"ROPE |delta| < {metrics.rope:g}"),
         Line2D([], [], color="black", lw=4.0, label="calibration only"),
         Line2D([], [], color="black", lw=1.2, label="calibration + query sampling"),
-        Line2D([], [], color="tab:blue", lw=2.5, label="called A>B or B>A"),
-        Line2D([], [], color="tab:green", lw=2.5, label="practically equivalent"),
-        Line2D([], [], color="0.45", lw=2.5, label="neither"),
+        Line2D([], [], color=_CALL_COLOUR["A>B"], lw=2.5, label="called A>B or B>A"),
+        Line2D([], [], color=_CALL_COLOUR["equivalent"], lw=2.5, label="practically equivalent"),
+        Line2D([], [], color=_CALL_COLOUR["undecided"], lw=2.5, label="undecided"),
     ]
     # the title heads the legend block above the axes, so the two can never overlap
     ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=7, frameon=False,

@@ -510,7 +510,7 @@ def answer_predictions(answers: pd.DataFrame, calibration) -> pd.DataFrame:
 
 
 def fit_report(answers: pd.DataFrame, calibration, bt: pd.DataFrame | None = None, *, n_bins: int = 10,
-               min_transfer_queries: int = 4) -> dict:
+               min_transfer_queries: int = 4, transfer: bool = True) -> dict:
     """Every calibration diagnostic of the paper on one fit (what ``rcp-jax diagnose --fit`` prints).
 
     Args:
@@ -519,6 +519,7 @@ def fit_report(answers: pd.DataFrame, calibration, bt: pd.DataFrame | None = Non
         bt: ``query_id, doc_id, theta`` (``bt.csv``); needed for the item transfer.
         n_bins: ECE bins.
         min_transfer_queries: the fewest queries for the query-halves transfer.
+        transfer: False to skip the transfer (e.g. when it is computed across several fits instead).
 
     Returns:
         dict with ``predictions`` (:func:`answer_predictions`), ``ece`` (:func:`calibration_report` of
@@ -544,9 +545,11 @@ def fit_report(answers: pd.DataFrame, calibration, bt: pd.DataFrame | None = Non
                                                 calibration.beta) for c in range(len(crit))])
     dependence = local_dependence(placed[crit].to_numpy(np.float64), expected)
     spread = tau_spread(calibration.queries["tau"]) if "tau" in calibration.queries.columns else math.nan
-    transfer, kind, note = None, None, None
+    wanted, transfer, kind, note = transfer, None, None, None
     datasets = answers["dataset"].astype(str).nunique() if "dataset" in answers.columns else 1
-    if bt is None:
+    if not wanted:
+        note = "item transfer computed across the fits (see below)"
+    elif bt is None:
         note = "item transfer not computed: it needs the BT scores (bt.csv of the fit folder)"
     elif datasets >= 2:
         transfer, kind = item_transfer(answers, bt), "datasets"
@@ -560,11 +563,38 @@ def fit_report(answers: pd.DataFrame, calibration, bt: pd.DataFrame | None = Non
             halves = {q: ("first half" if i % 2 == 0 else "second half") for i, q in enumerate(queries)}
             transfer = item_transfer(answers.assign(dataset=answers["query_id"].astype(str).map(halves)), bt)
             kind = "query halves"
-            note = ("cross-dataset transfer not computed: the fit holds one dataset (answers.csv has no dataset column "
-                    "with two or more values); shown instead: the items fitted on one half of the queries (alternate "
-                    "queries in id order) predict the other half's answers")
+            note = ("cross-dataset transfer not computed: the fit holds one dataset (a store holds one; give the fit "
+                    "folders of two or more datasets, `--fit A/ --fit B/`, for leave-one-dataset-out transfer); shown "
+                    "instead: the items fitted on one half of the queries (alternate queries in id order) predict the "
+                    "other half's answers")
     return {"predictions": pred, "ece": ece, "local_dependence": dependence, "tau_spread": spread,
             "transfer": transfer, "transfer_kind": kind, "transfer_note": note}
+
+
+def transfer_across_fits(fits: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
+    """Leave-one-dataset-out item transfer across separately judged datasets (one fit each).
+
+    Args:
+        fits: dataset name -> ``(answers, bt)`` of its fit (``answers.csv`` and ``bt.csv`` of ``rcp-jax
+            fit``). Query ids are prefixed with the dataset name, so they need not be unique across fits.
+
+    Returns:
+        :func:`item_transfer`'s table, one row per held-out dataset plus ``all``.
+    """
+    if len(fits) < 2:
+        raise DataError("cross-dataset transfer needs the fits of two or more datasets")
+    answers, bts = [], []
+    for name, (ans, bt) in fits.items():
+        prefix = f"{name}::"
+        answers.append(ans.assign(dataset=name, query_id=prefix + ans["query_id"].astype(str)))
+        bts.append(bt.assign(query_id=prefix + bt["query_id"].astype(str)))
+    crit = criterion_columns_of(answers[0])
+    for name, ans in zip(fits, answers):
+        if criterion_columns_of(ans) != crit:
+            raise DataError(f"the fit of {name!r} has criteria {criterion_columns_of(ans)}, the first has {crit}; "
+                            "transfer needs one rubric")
+    cols = ["dataset", "query_id", "doc_id", *crit]
+    return item_transfer(pd.concat([a[cols] for a in answers], ignore_index=True), pd.concat(bts, ignore_index=True))
 
 
 def _natural_key(s: str):

@@ -6,8 +6,8 @@ them for the process), so the fixtures below fix a few shapes that several tests
 * ``collection`` - 50 queries x 60 documents (the size the issue asks NUTS to handle without
   divergences and with R-hat < 1.01), fitted once with the frozen-BT model;
 * ``noisy`` - 20 queries x 30 documents with a noisy, sparse tournament, fitted with the frozen and
-  the joint model (the notebook's small mode uses the same sizes and settings), and with the frozen
-  model given the exact BT scores (``frozen_exact``: its own generative assumption; same shapes, so
+  the joint model (the default of ``fit_posterior``, so fitted without naming a model; the notebook's
+  small mode uses the same sizes and settings), and with the frozen model given the exact BT scores (``frozen_exact``: its own generative assumption; same shapes, so
   the compiled frozen program is reused).
 """
 
@@ -46,7 +46,7 @@ def frozen_posterior(collection):
     _, windows, answers = collection
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        post = fit_posterior(windows, answers, method="nuts", seed=0)
+        post = fit_posterior(windows, answers, model="frozen", method="nuts", seed=0)
     post.settings["warnings"] = [str(w.message) for w in caught]
     return post
 
@@ -67,7 +67,8 @@ def noisy_posteriors(noisy):
 
     sim, windows, answers, _ = noisy
     out = {}
-    for name, model, tournament in (("frozen", "frozen", windows), ("joint", "joint", windows),
+    # "joint" is fitted as the default (no model named): the default must be the joint model
+    for name, model, tournament in (("frozen", "frozen", windows), ("joint", None, windows),
                                     ("frozen_exact", "frozen", exact_bt_scores(sim))):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -33,7 +33,7 @@ def test_fit_nuts_then_evaluate_posterior(tiny_store, tmp_path, capsys):
     store, runs = tiny_store
     info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--method", "nuts", "--warmup", "200",
                                   "--draws", "200", "--chains", "2", eval_args=("--out", str(tmp_path / "eval")))
-    assert info["method"] == "nuts" and info["model"] == "frozen"
+    assert info["method"] == "nuts" and info["model"] == "joint"  # the default with a posterior method
     assert info["diagnostics"]["num_chains"] == 2 and info["diagnostics"]["num_draws"] == 200
     pairs = out["posterior"]["pairs"]
     assert len(pairs) == 1 and {"p_a_better", "p_rope", "call"} <= set(pairs[0])
@@ -45,6 +45,7 @@ def test_fit_nuts_then_evaluate_posterior(tiny_store, tmp_path, capsys):
     # evaluate --out: the printed posterior tables as CSV and the forest plot
     written = pd.read_csv(tmp_path / "eval" / "posterior_pairs.csv")
     assert written["p_a_better"].tolist() == pytest.approx([pairs[0]["p_a_better"]])
+    assert written["call"].tolist() == [pairs[0]["call"]]  # one decision in the JSON and the CSV
     assert len(pd.read_csv(tmp_path / "eval" / "posterior_systems.csv")) == 2
     assert set(pd.read_csv(tmp_path / "eval" / "posterior_per_query.csv").columns) >= {"system", "query_id", "lo", "hi"}
     assert (tmp_path / "eval" / "pairs_forest.png").stat().st_size > 5000
@@ -54,17 +55,17 @@ def test_fit_nuts_then_evaluate_posterior(tiny_store, tmp_path, capsys):
     assert out["posterior"]["p_better_matrix"][a][b] == pytest.approx(pairs[0]["p_a_better"])
 
 
-def test_fit_joint_model_then_evaluate_posterior(tiny_store, tmp_path, capsys):
-    from rcp_jax.bayes import load_posterior
+def test_fit_frozen_model_then_evaluate_posterior_says_what_its_intervals_leave_out(tiny_store, tmp_path, capsys):
+    from rcp_jax.bayes.posterior import FROZEN_NOTE, load_posterior
 
     store, runs = tiny_store
-    info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--model", "joint", "--method", "nuts",
+    info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--model", "frozen", "--method", "nuts",
                                   "--warmup", "150", "--draws", "100", "--chains", "2", "--seed", "3")
-    assert info["model"] == "joint" and info["diagnostics"]["model"] == "joint"
+    assert info["model"] == "frozen" and info["diagnostics"]["model"] == "frozen"
     assert info["diagnostics"]["num_draws"] == 100
+    assert FROZEN_NOTE in info["notes"] and FROZEN_NOTE in out["notes"]  # fit and evaluate both say it
     post = load_posterior(tmp_path / "fit" / "posterior")
-    assert post.model == "joint" and "theta" in post.idata.posterior  # the BT scores were latent
-    assert (post.documents["theta_sd"] > 0).all()
+    assert post.model == "frozen" and "theta" not in post.idata.posterior  # the BT scores were fixed
     systems = out["posterior"]["systems"]
     assert len(systems) == 2 and all(s["lo"] <= s["mean"] <= s["hi"] for s in systems)
 

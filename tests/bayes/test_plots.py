@@ -31,16 +31,17 @@ def test_forest_plot_colours_each_pair_by_its_decision(frozen_posterior, run_tab
     pairs["system_b"] = [f"{b}#{i}" for i, b in enumerate(pairs["system_b"])]
     pairs["delta"] = [0.30 + 0.01 * i for i in range(len(pairs))]  # fixes the row order: largest |delta| on top
     pairs["call"] = "A>B"
-    pairs["equivalent"] = False
-    pairs.loc[0, "equivalent"] = True
+    pairs.loc[0, "call"] = "equivalent"
     pairs.loc[1, "call"] = "undecided"
+    pairs.loc[2, "call"] = "B>A"
     fig = plot_pairwise_forest(dataclasses.replace(met, pairs=pairs), max_pairs=None)
     thick = fig.axes[0].collections[1]  # [0] combined intervals, [1] calibration intervals, [2] the means
     colours = [tuple(c) for c in thick.get_colors()]  # bottom row first: the smallest |delta|
     assert colours[0] == to_rgba("tab:green") and colours[1] == to_rgba("0.45")
     assert all(c == to_rgba("tab:blue") for c in colours[2:])
     labels = [t.get_text() for t in fig.axes[0].texts]
-    assert labels[0].endswith(", equivalent") and "undecided" in labels[1]
+    assert labels[0].endswith(" equivalent") and labels[0].startswith("P(|A-B|<0.02)")
+    assert labels[1].endswith(" undecided") and labels[2].endswith(" B>A") and labels[3].endswith(" A>B")
 
 
 def test_item_curves_with_bands(frozen_posterior, tmp_path):

@@ -93,7 +93,7 @@ def test_posterior_metrics_pairs(frozen_posterior, run_table, collection):
     assert ((p["p_a_better"] >= 0) & (p["p_a_better"] <= 1) & (p["p_rope"] >= 0) & (p["p_rope"] <= 1)).all()
     best_worst = p[(p.system_a == "s4") & (p.system_b == "s0")].iloc[0]
     assert best_worst["call"] == "A>B" and best_worst["p_a_better"] == 1.0 and best_worst["t_p"] < 0.01
-    assert set(p["call"]) <= {"A>B", "B>A", "undecided"}
+    assert set(p["call"]) <= {"A>B", "B>A", "equivalent", "undecided"}
     # the calibration draws give the pair differences exactly
     i, j = met.systems_order.index("s4"), met.systems_order.index("s0")
     np.testing.assert_allclose(best_worst["delta"], (met.draws[:, i] - met.draws[:, j]).mean())

@@ -232,6 +232,11 @@ def test_llama_cpp_json_object_schema_form_and_none(tmp_path, dataset, windows, 
     formats = [r["response_format"] for r in server.requests]
     assert all(f["type"] == "json_object" and f["schema"]["type"] == "object" for f in formats)
     assert {tuple(sorted(f["schema"]["required"])) for f in formats if "scores" in f["schema"]["properties"]}
+    # llama.cpp's grammar ignores minimum / maximum: the scores must carry the schema module's grid
+    for f in formats:
+        if "scores" in f["schema"]["properties"]:
+            for spec in f["schema"]["properties"]["scores"]["properties"].values():
+                assert min(spec["enum"]) == -5 and max(spec["enum"]) == 5
     none = judge_for(server, structured_output="none")
     judge_windows_sync(windows[2:4], judge=none, store=tmp_path / "b", documents=documents, queries=queries)
     assert all(r["response_format"] is None for r in server.requests[2:])

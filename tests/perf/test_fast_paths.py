@@ -118,9 +118,10 @@ def test_calibration_closed_form_derivatives_equal_autodiff():
             jnp.asarray(cells.passes), jnp.asarray(cells.trials),
         )
         np.testing.assert_allclose(float(f(y) / total), float(public), rtol=1e-12)
-        g_s, g_l, h_ss, h_ls, h_ll = irt._calibration_derivs(y[: 2 * c], loc, th, ps, tr, 1e-4)
-        g = jax.grad(f)(y)
-        h = jax.hessian(f)(y)
+        # each side compiled as one program (op-by-op autodiff of the objective compiles every primitive)
+        g_s, g_l, h_ss, h_ls, h_ll = jax.jit(irt._calibration_derivs)(y[: 2 * c], loc, th, ps, tr, 1e-4)
+        g = jax.jit(jax.grad(f))(y)
+        h = jax.jit(jax.hessian(f))(y)
         np.testing.assert_allclose(g_s, g[: 2 * c], atol=1e-10)
         np.testing.assert_allclose(g_l.reshape(-1), g[2 * c :], atol=1e-10)
         np.testing.assert_allclose(h_ss, h[: 2 * c, : 2 * c], atol=1e-10)
@@ -139,11 +140,14 @@ def test_rubric_only_closed_form_derivatives_equal_autodiff():
     nodes, logw = irt.quadrature_grid()
     with jax.enable_x64(True):
         args = tuple(jnp.asarray(x) for x in (up, ut, count, nodes, logw)) + (1e-4,)
+        # each side compiled as one program, once for both points (op-by-op autodiff compiles every primitive)
+        derivs = jax.jit(irt._rubric_only_derivs)
+        grad, hessian = jax.jit(jax.grad(irt._rubric_only_objective)), jax.jit(jax.hessian(irt._rubric_only_objective))
         for _ in range(2):
             y = jnp.asarray(rng.normal(size=10) * 0.4)
-            g, h = irt._rubric_only_derivs(y, *args)
-            np.testing.assert_allclose(g, jax.grad(irt._rubric_only_objective)(y, *args), atol=1e-12)
-            np.testing.assert_allclose(h, jax.hessian(irt._rubric_only_objective)(y, *args), atol=1e-12)
+            g, h = derivs(y, *args)
+            np.testing.assert_allclose(g, grad(y, *args), atol=1e-12)
+            np.testing.assert_allclose(h, hessian(y, *args), atol=1e-12)
 
 
 def test_refits_with_other_query_counts_do_not_recompile():

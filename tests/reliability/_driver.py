@@ -23,6 +23,10 @@ Usage: ``python _driver.py SPEC.json``. The spec (JSON object) holds:
 - ``fake_server`` (optional): ``{"rows": path, "api_key": key or null, "api_key_env": variable}`` starts
   :class:`judging.testing_server.FakeOpenAIServer` over that collection (requiring the key given, or the
   one in that environment variable); the string ``{FAKE_URL}`` in a command is replaced by its URL.
+  ``"latency": seconds`` makes every answer of the server wait that long (a slow server, for Ctrl-C).
+- ``strict_warnings``: every RuntimeWarning is an error, and an error that Python can only report as
+  "Exception ignored in ..." (such as "coroutine ... was never awaited" when an orphaned coroutine is
+  collected) is printed as ``UNRAISABLE: ...`` and makes the process exit 70 (after a final ``gc.collect``).
 
 Nothing here changes what the verbs compute: the hooks only observe, delay, or kill.
 """
@@ -165,7 +169,24 @@ def _start_fake_server(cfg: dict):
     documents = {r["query_id"]: dict(zip(r["doc_ids"], r["docs"])) for r in rows}
     latent = {r["query_id"]: {d: float(r.get("qrels", {}).get(d, 0)) - 1.0 for d in r["doc_ids"]} for r in rows}
     key = os.environ[cfg["api_key_env"]] if cfg.get("api_key_env") else cfg.get("api_key")
-    return FakeOpenAIServer(SimulatedJudge(latent, seed=2), queries=queries, documents=documents, api_key=key).start()
+    return FakeOpenAIServer(SimulatedJudge(latent, seed=2), queries=queries, documents=documents, api_key=key,
+                            latency=float(cfg.get("latency", 0.0))).start()
+
+
+def _strict_warnings() -> list[str]:
+    """RuntimeWarnings become errors; unraisable errors are printed and collected (see the module docstring)."""
+    import warnings
+
+    warnings.filterwarnings("error", category=RuntimeWarning)
+    seen: list[str] = []
+
+    def hook(unraisable) -> None:
+        line = f"UNRAISABLE: {unraisable.exc_type.__name__}: {unraisable.exc_value} ({unraisable.err_msg} {unraisable.object!r})"
+        seen.append(line)
+        print(line, file=sys.stderr, flush=True)
+
+    sys.unraisablehook = hook
+    return seen
 
 
 def main() -> int:
@@ -181,9 +202,11 @@ def main() -> int:
 
         _, n, where = kill.split(":")
         rcp_jax.data.atomic.os = _OsProxy(int(n), where)
+    unraisable = _strict_warnings() if spec.get("strict_warnings") else None
     server = _start_fake_server(spec["fake_server"]) if spec.get("fake_server") else None
     from rcp_jax.cli import main as cli_main
 
+    rc = 0
     try:
         for argv in spec["commands"]:
             if server is not None:
@@ -191,11 +214,17 @@ def main() -> int:
             rc = cli_main(argv)
             sys.stdout.flush()
             if rc:
-                return rc
-        return 0
+                break
     finally:
         if server is not None:
             server.stop()
+    if unraisable is not None:
+        import gc
+
+        gc.collect()
+        if unraisable:
+            return 70
+    return rc
 
 
 if __name__ == "__main__":

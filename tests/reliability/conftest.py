@@ -143,3 +143,24 @@ def reference(driver, collection, tmp_path_factory) -> Reference:
     outputs = output_files(folder / "out")
     assert {"per_query.csv", "leaderboard.csv", "calibration/items.json", "fit.json", "bt.csv"} <= set(outputs)
     return Reference(folder, outputs, read_calls(folder / "calls.jsonl"), done.stdout)
+
+
+@pytest.fixture(scope="session")
+def small_rows(tmp_path_factory) -> Path:
+    """``demo.jsonl``: the small collection of ``_small_store.py`` as a rows file."""
+    from ._small_store import write_rows
+
+    return write_rows(tmp_path_factory.mktemp("small") / "demo.jsonl")
+
+
+@pytest.fixture(scope="session")
+def small_judged(small_rows, tmp_path_factory) -> Path:
+    """A store judged completely by ``rcp-jax judge --rows demo.jsonl`` in this process (name 'demo', seed 0).
+    Tests copy it before changing anything."""
+    from ._small_store import cli_judge
+
+    store = tmp_path_factory.mktemp("small-judged") / "store"
+    rc, summary, err = cli_judge(small_rows, store)
+    assert rc == 0, err
+    assert summary["calls"] > 0
+    return store

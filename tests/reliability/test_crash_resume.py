@@ -11,6 +11,7 @@ complete temp file and its rename is covered in-process by ``test_atomic.py``.)
 
 from __future__ import annotations
 
+import os
 import signal
 from collections import Counter
 from pathlib import Path
@@ -75,6 +76,11 @@ def test_sigkill_anywhere_then_resume_equals_an_uninterrupted_run(driver, collec
 
     # outputs: bit for bit the uninterrupted run's (the calibration, the metrics, every table)
     assert output_files(out) == reference.outputs
+    # the temp file the kill mid-write left was swept by the next run; outputs get the umask's permissions
+    assert temp_files(out) == []
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {p.stat().st_mode & 0o777 for p in out.rglob("*") if p.is_file()} == {0o666 & ~umask}
     # the store: the same answer attempts as the uninterrupted run, each once; one valid record per window
     final_records = stored(store)
     assert Counter(final_records) == Counter(ref_records)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -64,11 +65,16 @@ def test_runs_round_trip_any_ids_and_scores(run, ext):
        ext=st.sampled_from(["trec", "csv", "tsv", "jsonl", "parquet"]))
 def test_qrels_round_trip(rows, ext):
     qrels = pd.DataFrame(rows, columns=["query_id", "doc_id", "grade"])
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         back = D.read_qrels(D.write_qrels(qrels, Path(tmp) / f"qrels.{ext}"))
     assert back["query_id"].tolist() == qrels["query_id"].tolist()
     assert back["doc_id"].tolist() == qrels["doc_id"].tolist()
-    assert np.array_equal(back["grade"].to_numpy(), qrels["grade"].to_numpy())
+    # negative grades read back as 0 (non-relevant, as in trec_eval), with one warning saying how many
+    assert np.array_equal(back["grade"].to_numpy(), np.maximum(qrels["grade"].to_numpy(), 0.0))
+    n_negative = int((qrels["grade"] < 0).sum())
+    assert back.attrs["negative_grades"] == n_negative
+    assert sum("negative grade" in str(w.message) for w in caught) == (1 if n_negative else 0)
 
 
 @SETTINGS

@@ -55,7 +55,7 @@ def test_a_401_echoing_the_key_is_reported_without_it(collection, refusing_serve
         code = main(["judge", "--rows", str(collection["rows"]), "--store", str(tmp_path / "store"), "--quiet",
                      "--model", "openai/fake-judge", "--api-base", refusing_server.url])
     out, err = capfd.readouterr()
-    assert code == 1
+    assert code == 3  # the judge failed (authentication)
     assert "refused the credentials (HTTP 401)" in err and "OPENAI_API_KEY" in err and "Traceback" not in err
     assert "Incorrect API key provided" in err  # the endpoint's own words are kept, the key is not
     assert not leaks(out) and not leaks(err)
