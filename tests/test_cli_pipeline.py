@@ -114,7 +114,7 @@ def test_console_script_keeps_a_persistent_compilation_cache(tiny, cli, tmp_path
     assert any((tmp_path / "cache").glob("jit_*")), "no compiled program was cached"
     # the CLI's own set-up with the cache switched off, then JAX's view of it (no fit needed to see it)
     env["RCP_JAX_CACHE_DIR"] = "off"
-    code = ("from rcp_jax import cli; cli._configure_compilation_cache(); import jax; "
+    code = ("from rcp_jax.cli import app; app._configure_compilation_cache(); import jax; "
             "print(repr(jax.config.jax_compilation_cache_dir))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
