@@ -25,7 +25,6 @@ Three fits, all on answers collapsed to binomial cells ``(passes, trials)``:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import jax
 import jax.numpy as jnp

@@ -301,7 +301,7 @@ def degenerate_data_flags(
             what = f"{noun[0] if len(ids) == 1 else noun[1]} {shown}"
             flags.append({"kind": kind, "ids": [str(i) for i in ids], "message": text.format(what=what)})
 
-    query, criterion = ("query", "queries"), ("criterion", "criteria")
+    query = ("query", "queries")
     k = len(criteria)
     judged = documents[documents["placements"] > 0]
     per_q = judged.groupby("query_id", sort=True)

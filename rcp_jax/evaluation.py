@@ -217,7 +217,7 @@ def evaluate(
         >>> run = pd.DataFrame({"system": "s", "query_id": "q", "doc_id": ["a", "b"], "score": [2.0, 1.0]})
         >>> gains = pd.DataFrame({"query_id": "q", "doc_id": ["a", "b"], "gain": [0.2, 0.9]})
         >>> round(float(evaluate(run, gains=gains, k=2)["rcp_ndcg"].iloc[0]), 4)
-        0.7023
+        0.7482
     """
     run = validate_run(run)
     proto = get_protocol(protocol)

@@ -8,12 +8,10 @@ to 1e-10, which float32 JAX cannot. The vectorised kernel :func:`ndcg_flat` scor
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from rcp_jax.data.qrel_grades import clip_negative_grades
 from rcp_jax.data.table_checks import show
@@ -297,7 +295,7 @@ def score_query(
     Example:
         >>> s = score_query({"a": 2.0, "b": 1.0}, {"a": 0.2, "b": 0.9}, k=2)
         >>> round(s.rcp_ndcg, 4)
-        0.7023
+        0.7482
     """
     proto = get_protocol(protocol)
     _check_scores(scores, "score")

@@ -151,9 +151,9 @@ def _diagnose_fit(args, result: dict, text: list[str]) -> None:
     several = len(folders) > 1
     names = _fit_names(folders)
     payloads, inputs = [], {}
-    for name, folder in zip(names, folders):
-        out = (args.out / name if several else args.out) if args.out else folder / "diagnostics"
-        payload, answers, bt = _diagnose_one_fit(args, folder, out, text, transfer=not several,
+    for name, fit_folder in zip(names, folders):
+        out = (args.out / name if several else args.out) if args.out else fit_folder / "diagnostics"
+        payload, answers, bt = _diagnose_one_fit(args, fit_folder, out, text, transfer=not several,
                                                  heading=f" of {name}" if several else "")
         payloads.append(payload)
         inputs[name] = (answers, bt)
