@@ -126,9 +126,12 @@ def test_wrong_shape_json_with_schema_off_suggests_schema(server, capsys, monkey
     assert "FAILED" in report["verdict"]
 
 
+FAKE_SERVER_KEY = "sk-right-key-654321"  # a made-up key the fake server expects
+
+
 def test_refused_credentials_fail_fast_without_showing_the_key(server, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-key-123456")
-    s = server(api_key="sk-right-key-654321")
+    s = server(api_key=FAKE_SERVER_KEY)
     rc, report, err = _doctor(capsys, *_remote(s.url))
     assert rc == 3 and not report["ok"]
     assert report["windows"][0]["error_type"] == "JudgeAuthError"
