@@ -33,6 +33,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import inspect
 import signal
 import threading
 from collections.abc import Callable, Coroutine
@@ -62,10 +63,22 @@ def interrupt_handler(signum: int, frame: object) -> None:  # noqa: ARG001 - a s
 
 
 class _Loop(asyncio.SelectorEventLoop):
-    """The event loop of :func:`run`: an executor job whose caller was cancelled has its coroutine closed."""
+    """The event loop of :func:`run`: an executor job whose caller was cancelled has its coroutine closed.
+
+    Every coroutine an executor job hands out is also remembered (``handed_out``): when the task awaiting
+    the job is cancelled after the job's result was delivered but before the task resumed to await it,
+    neither side of :class:`_OrphanGuard` can tell, so :func:`run` closes, once the loop is closed, each
+    remembered coroutine that never started.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.handed_out: list[Coroutine[Any, Any, Any]] = []
 
     def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        guard = _OrphanGuard(func, args)
+        if len(self.handed_out) >= 1024:  # keep the list short on long runs: finished ones need no sweep
+            self.handed_out[:] = [c for c in self.handed_out if inspect.getcoroutinestate(c) != inspect.CORO_CLOSED]
+        guard = _OrphanGuard(func, args, self.handed_out)
         future = super().run_in_executor(executor, guard)
         future.add_done_callback(guard.caller_done)
         return future
@@ -75,8 +88,10 @@ class _OrphanGuard:
     """Calls ``func(*args)`` in a worker thread; a coroutine it returns is closed if the awaiting future
     was cancelled, either after the job finished (:meth:`caller_done`) or before (:meth:`__call__`)."""
 
-    def __init__(self, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    def __init__(self, func: Callable[..., Any], args: tuple[Any, ...],
+                 handed_out: list[Coroutine[Any, Any, Any]] | None = None) -> None:
         self._func, self._args = func, args
+        self._handed_out = handed_out
         self._lock = threading.Lock()
         self._cancelled = False
         self._result: Coroutine[Any, Any, Any] | None = None
@@ -87,6 +102,8 @@ class _OrphanGuard:
             with self._lock:
                 if not self._cancelled:
                     self._result = result
+                    if self._handed_out is not None:
+                        self._handed_out.append(result)  # list.append is atomic across threads
                     return result
             result.close()  # the caller is gone: nobody will await it
             return None
@@ -158,9 +175,10 @@ def run(coro: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
         return await coro
 
     signals.install()
+    loop: _Loop | None = None
     try:
         with asyncio.Runner(debug=debug, loop_factory=_Loop) as runner:
-            signals.loop = runner.get_loop()
+            signals.loop = loop = runner.get_loop()
             task_coro = main()
             try:
                 return runner.run(task_coro)
@@ -172,3 +190,8 @@ def run(coro: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
         signals.restore()
         if asyncio.iscoroutine(coro) and coro.cr_frame is not None and not coro.cr_running:
             coro.close()  # a signal before the run started: nothing awaited it
+        if loop is not None:  # the runner has closed the loop and joined its executor's threads
+            for orphan in loop.handed_out:
+                if inspect.getcoroutinestate(orphan) == inspect.CORO_CREATED:
+                    orphan.close()  # handed out, then its awaiting task was cancelled before it started
+            loop.handed_out.clear()
