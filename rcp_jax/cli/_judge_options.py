@@ -33,53 +33,30 @@ DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_STOP_AFTER_INVALID = 20
 
 
+def _bounded(convert, allowed, requirement: str, bound_requirement: str | None = None):
+    """An argparse ``type``: ``convert(text)`` checked by ``allowed(value)``; a failure names the requirement."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}") from None
+        if not allowed(value):
+            raise argparse.ArgumentTypeError(f"must be {bound_requirement or requirement}, got {text.strip()}")
+        return value
+
+    return parse
+
+
+_nonnegative_int = _bounded(int, lambda v: v >= 0, "an integer >= 0")
+_positive_int = _bounded(int, lambda v: v >= 1, "an integer >= 1")
+_positive_float = _bounded(float, lambda v: v > 0, "a number of seconds > 0")
+_price = _bounded(float, lambda v: v >= 0, "a price in USD per token (e.g. 1.5e-7)", ">= 0 (USD per token)")
+_count = _bounded(int, lambda v: v >= 1, "'auto' or an integer >= 1")
+
+
 def _concurrency(text: str) -> int | str:
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be 'auto' or an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 'auto' or an integer >= 1, got {value}")
-    return value
-
-
-def _nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = _nonnegative_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text}")
-    return value
-
-
-def _price(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a price in USD per token (e.g. 1.5e-7), got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (USD per token), got {text}")
-    return value
+    return text if text == "auto" else _count(text)
 
 
 def add_judge_options(p: argparse.ArgumentParser) -> None:
