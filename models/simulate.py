@@ -115,10 +115,16 @@ def window_scores(rng: np.random.Generator, truth: JudgeTruth, query: int, docs:
     return np.clip(raw, -5.0, 5.0)
 
 
-def rubric_answers(rng: np.random.Generator, truth: JudgeTruth, query: int, docs: np.ndarray) -> np.ndarray:
-    """Stage B answers int8[w, C] (1 = yes) of documents ``docs`` of query ``query``."""
+def rubric_answers(rng: np.random.Generator, truth: JudgeTruth, query: int, docs: np.ndarray, *,
+                   severity: float = 0.0, discrimination: float = 1.0) -> np.ndarray:
+    """Stage B answers int8[w, C] (1 = yes) of documents ``docs`` of query ``query``.
+
+    ``severity`` and ``discrimination`` make another judge of the same criteria:
+    ``P(yes) = sigmoid(discrimination * gamma_c (r_i - beta_c - severity))`` (a stricter judge has
+    severity > 0; the pooled model of :mod:`models.irt_judges` estimates both).
+    """
     r = truth.relevance[query][np.asarray(docs)]
-    p = 1.0 / (1.0 + np.exp(-truth.gamma * (r[:, None] - truth.beta)))
+    p = 1.0 / (1.0 + np.exp(-discrimination * truth.gamma * (r[:, None] - truth.beta - severity)))
     return (rng.random(p.shape) < p).astype(np.int8)
 
 
@@ -171,6 +177,8 @@ def simulate_judgements(
     tournament_placements: float = 14.0,
     rubric_placements: float = 6.7,
     truth: JudgeTruth | None = None,
+    severity: float = 0.0,
+    discrimination: float = 1.0,
     **truth_kwargs,
 ) -> SimulatedJudgements:
     """Simulate a whole collection's Stage A windows and Stage B placements.
@@ -181,6 +189,8 @@ def simulate_judgements(
         w: window size.
         tournament_placements, rubric_placements: windows per document in each stage.
         truth: use this truth instead of drawing one (then ``truth_kwargs`` are ignored).
+        severity, discrimination: the rubric judge's offset and scale (:func:`rubric_answers`); give the
+            same ``truth`` and another ``seed`` to simulate a second judge of the same collection.
         **truth_kwargs: passed to :func:`simulate_truth`.
     """
     n_docs = np.asarray(n_docs, dtype=np.int64)
@@ -200,7 +210,7 @@ def simulate_judgements(
         for win in balanced_windows(rng, int(n), w, rubric_placements):
             rq.extend([j] * len(win))
             rd.extend(win.tolist())
-            ans.append(rubric_answers(rng, truth, j, win))
+            ans.append(rubric_answers(rng, truth, j, win, severity=severity, discrimination=discrimination))
     return SimulatedJudgements(
         truth=truth,
         window_docs=np.array(docs, dtype=np.int64),

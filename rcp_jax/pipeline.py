@@ -440,14 +440,15 @@ def write_outputs(result: PipelineResult, folder: str | Path) -> dict[str, Path]
 
 
 def store_tables(
-    store: str | Path, *, family: str | None = None, keep_flagged: bool = False
+    store: str | Path, *, family: str | Mapping[str, str] | None = None, keep_flagged: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Tournament and rubric tables of a judgement store, refusing to mix judge families.
 
     Args:
         store: store folder (``tournament.jsonl``, ``rubric.jsonl``).
         family: keep only records whose model is ``family`` (or whose family id starts with it); required
-            when a stage holds several families.
+            when a stage holds several families. A mapping ``{stage: family id}`` picks one family per stage
+            (one judge of several: :mod:`rcp_jax.judges`).
         keep_flagged: use flagged answers too (default: left out with a :class:`FlaggedJudgementWarning`).
 
     Returns:
@@ -467,7 +468,8 @@ def store_tables(
         records = read_judgements(store, stage, valid_only=True)
         if family is not None:
             everyone = {j.family.family_id: j.family.model for j in records}
-            records = [j for j in records if j.family.model == family or j.family.family_id.startswith(family)]
+            want = family.get(stage, "") if isinstance(family, Mapping) else family  # stage -> family id
+            records = [j for j in records if want and (j.family.model == want or j.family.family_id.startswith(want))]
             if everyone and not records:
                 listed = ", ".join(f"{fid} (model {m!r})" for fid, m in everyone.items())
                 raise DataError(f"{store / (stage + '.jsonl')} has no {stage} judgements of family {family!r}; "
