@@ -43,6 +43,13 @@ Several servers of the same model, load spread by litellm's Router::
 
     judge = LiteLLMJudge("hosted_vllm/Qwen/Qwen3-32B",
                          endpoints=["http://gpu1:8000/v1", "http://gpu2:8000/v1"])
+
+Several endpoints: a litellm ``Router`` (``routing_strategy="simple-shuffle"``, one deployment per endpoint,
+its own retries, fallbacks and cooldowns all off) picks the endpoint of each try; our retry policy above stays
+in charge. A retry goes to an endpoint that has not failed this call yet, at once (no backoff) while there is
+one; an endpoint whose last :data:`ENDPOINT_FAILS_TO_REST` tries all failed is passed over for
+:data:`ENDPOINT_REST_S` seconds while another is healthy (then tried again). :meth:`LiteLLMJudge.endpoint_stats`
+counts answered and failed tries per endpoint (URLs only, never keys).
 """
 
 from __future__ import annotations
@@ -91,6 +98,10 @@ _STRUCTURED_WORDS = ("response_format", "json_schema", "json_object", "response 
 _MALFORMED_WORDS = ("invalid response object", "returned 'choices'", "error in response object",
                     "choices' that is not a list", "empty choices")
 _ROUTER_GROUP = "rcp-judge"
+#: With several endpoints: an endpoint whose last this-many tries all failed rests (is passed over) ...
+ENDPOINT_FAILS_TO_REST = 3
+#: ... for this many seconds while another endpoint is healthy.
+ENDPOINT_REST_S = 30.0
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm")
 
 
@@ -219,6 +230,9 @@ class LiteLLMJudge(BaseJudge):
         self.reask_temperature_step = float(reask_temperature_step)
         self._litellm: Any = None
         self._router: Any = None
+        #: per endpoint (index of ``_endpoints``): answered / failed tries, timeouts, and its rest state
+        self._endpoint_counts = [{"answered": 0, "failed": 0, "timeouts": 0, "streak": 0, "rest_until": 0.0}
+                                 for _ in self._endpoints]
         self._cost_unknown = False
         self._supported: set[str] | None = None
 
@@ -296,11 +310,12 @@ class LiteLLMJudge(BaseJudge):
         if self._router is None:
             litellm = self._ensure_litellm()
             model_list = []
-            for e in self._endpoints:
+            for i, e in enumerate(self._endpoints):
                 params = {"model": e["model"], "api_base": e["api_base"], "max_retries": 0}
                 if e["api_key"] or self.__api_key:
                     params["api_key"] = e["api_key"] or self.__api_key
-                model_list.append({"model_name": _ROUTER_GROUP, "litellm_params": params})
+                model_list.append({"model_name": _ROUTER_GROUP, "litellm_params": params,
+                                   "model_info": {"id": _endpoint_id(i)}})
             self._router = litellm.Router(
                 model_list=model_list,
                 num_retries=0,
@@ -310,6 +325,46 @@ class LiteLLMJudge(BaseJudge):
                 routing_strategy="simple-shuffle",
             )
         return self._router
+
+    def endpoint_stats(self) -> list[dict[str, Any]]:
+        """Per endpoint (several endpoints only; ``[]`` otherwise): ``api_base``, ``answered`` (tries that got an
+        answer), ``failed`` (tries that raised: retried or not) and ``timeouts`` (of the failed, past the deadline).
+        Counted in this process (a :class:`judging.ProcessJudge`'s workers keep their own)."""
+        return [{"api_base": str(e["api_base"]), **{k: c[k] for k in ("answered", "failed", "timeouts")}}
+                for e, c in zip(self._endpoints, self._endpoint_counts, strict=True)]
+
+    async def _pick_endpoint(self, messages: list[dict[str, Any]], failed_here: set[int]) -> int:
+        """The endpoint of the next try: the Router's pick, unless it failed this call already or is resting
+        while another endpoint is neither (then the least used of those)."""
+        router = self._ensure_router()
+        try:
+            chosen = await router.select(_ROUTER_GROUP, {}, messages=messages)
+            index = _endpoint_index((chosen.get("model_info") or {}).get("id"))
+        except Exception:  # noqa: BLE001 - the Router found no deployment: our own choice below
+            index = None
+        now = asyncio.get_running_loop().time()
+        usable = [i for i, c in enumerate(self._endpoint_counts) if i not in failed_here and c["rest_until"] <= now]
+        if index is not None and index in usable:
+            return index
+        if usable:
+            return min(usable, key=lambda i: self._endpoint_counts[i]["answered"] + self._endpoint_counts[i]["failed"])
+        if index is not None:
+            return index
+        return min(range(len(self._endpoints)), key=lambda i: self._endpoint_counts[i]["rest_until"])
+
+    def _count_try(self, index: int | None, ok: bool, kind: str = "") -> None:
+        if index is None:
+            return
+        c = self._endpoint_counts[index]
+        if ok:
+            c["answered"] += 1
+            c["streak"] = 0
+            return
+        c["failed"] += 1
+        c["timeouts"] += kind == "timeout"
+        c["streak"] += 1
+        if c["streak"] >= ENDPOINT_FAILS_TO_REST and len(self._endpoints) > 1:
+            c["rest_until"] = asyncio.get_running_loop().time() + ENDPOINT_REST_S
 
     # -- one call -------------------------------------------------------------------------------------
 
@@ -404,10 +459,11 @@ class LiteLLMJudge(BaseJudge):
             self._sems = {key: asyncio.Semaphore(self.max_in_flight)}
         return self._sems[key]
 
-    async def _call(self, kw: dict[str, Any]) -> Any:
+    async def _call(self, kw: dict[str, Any], endpoint: int | None = None) -> Any:
         litellm = self._ensure_litellm()
-        if self._endpoints:
-            return await self._ensure_router().acompletion(model=_ROUTER_GROUP, **kw)
+        if self._endpoints:  # the Router calls the deployment picked by _pick_endpoint (its id as the model)
+            model = _ROUTER_GROUP if endpoint is None else _endpoint_id(endpoint)
+            return await self._ensure_router().acompletion(model=model, **kw)
         if self.api_base is not None:
             kw["api_base"] = self.api_base
         if self.__api_key is not None:
@@ -460,8 +516,10 @@ class LiteLLMJudge(BaseJudge):
             delay = max(delay, min(after, self.backoff_max))
         return delay
 
-    def _error(self, kind: str, exc: BaseException, request: JudgeRequest, retries: int) -> JudgeError:
-        where = f"judge model {self.model!r} at {self.endpoint_label}"
+    def _error(self, kind: str, exc: BaseException, request: JudgeRequest, retries: int,
+               endpoint: int | None = None) -> JudgeError:
+        at = self._endpoints[endpoint]["api_base"] if endpoint is not None else self.endpoint_label
+        where = f"judge model {self.model!r} at {at}"
         window = request.window.label
         status = getattr(exc, "status_code", None)
         upstream = redact(str(getattr(exc, "message", "") or exc), self._secrets())[:300]
@@ -574,29 +632,34 @@ class LiteLLMJudge(BaseJudge):
             self._cost_unknown = True
             return None
 
-    async def _call_with_deadline(self, kw: dict[str, Any]) -> Any:
+    async def _call_with_deadline(self, kw: dict[str, Any], endpoint: int | None = None) -> Any:
         """One call under the total deadline (``timeout`` seconds, connect to last byte)."""
-        return await asyncio.wait_for(self._call(kw), timeout=self.timeout)
+        return await asyncio.wait_for(self._call(kw, endpoint), timeout=self.timeout)
 
     async def complete(self, request: JudgeRequest) -> Completion:
         """One answer for ``request``, retried on transport failures as described in the module docstring."""
         reask = self.reask_settings(request)
         kw = self._kwargs(request, reask)
         retries = 0
+        failed_here: set[int] = set()  # endpoints that failed a try of this call
         while True:
             error: JudgeError | None = None
             delay = 0.0
+            endpoint = await self._pick_endpoint(kw["messages"], failed_here) if self._endpoints else None
             try:
                 sem = self._semaphore()
                 if sem is not None:
                     async with sem:
-                        resp = await self._call_with_deadline(dict(kw))
+                        resp = await self._call_with_deadline(dict(kw), endpoint)
                 else:
-                    resp = await self._call_with_deadline(dict(kw))
+                    resp = await self._call_with_deadline(dict(kw), endpoint)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - classified below, never swallowed
                 kind = self._classify(exc)
+                self._count_try(endpoint, kind in ("content_filter", "malformed"), kind)
+                if endpoint is not None and kind not in ("content_filter", "malformed"):
+                    failed_here.add(endpoint)
                 if kind == "content_filter":
                     usage = Usage(0, 0, None)
                     self.ledger.add(usage, retries)
@@ -609,18 +672,21 @@ class LiteLLMJudge(BaseJudge):
                     return Completion(text="", finish_reason=None, usage=usage, transport_retries=retries,
                                       malformed=truncate(said[0] if said else type(exc).__name__, 200), reask=reask)
                 if kind in ("retry", "timeout") and retries < self.max_transport_retries:
-                    delay = self._backoff(retries, exc)
+                    # another endpoint that has not failed this call: go there at once
+                    delay = 0.0 if self._has_fresh_endpoint(failed_here) else self._backoff(retries, exc)
                     what = (f"no complete answer within the {self.timeout:g} s deadline" if kind == "timeout"
                             else f"{type(exc).__name__} (HTTP {getattr(exc, 'status_code', None)})")
+                    at = self._endpoints[endpoint]["api_base"] if endpoint is not None else self.endpoint_label
                     log.warning(
                         "window %s: %s from %s; retry %d/%d in %.2fs",
-                        request.window.label, what, self.endpoint_label, retries + 1, self.max_transport_retries, delay,
+                        request.window.label, what, at, retries + 1, self.max_transport_retries, delay,
                     )
                 else:
                     self.ledger.failed_calls += 1
-                    error = self._error(kind, exc, request, retries)
+                    error = self._error(kind, exc, request, retries, endpoint)
                 del exc
             else:
+                self._count_try(endpoint, True)
                 text, finish, malformed = self._answer_text(resp)
                 usage = self._usage(resp)
                 self.ledger.add(usage, retries)
@@ -630,6 +696,10 @@ class LiteLLMJudge(BaseJudge):
                 raise error  # outside the except block: the provider's exception is not chained
             retries += 1
             await asyncio.sleep(delay)
+
+    def _has_fresh_endpoint(self, failed_here: set[int]) -> bool:
+        now = asyncio.get_running_loop().time()
+        return any(i not in failed_here and c["rest_until"] <= now for i, c in enumerate(self._endpoint_counts))
 
     # -- estimation hooks -----------------------------------------------------------------------------
 
@@ -648,3 +718,15 @@ class LiteLLMJudge(BaseJudge):
         except Exception:  # noqa: BLE001
             return False
         return True
+
+
+def _endpoint_id(index: int) -> str:
+    """The Router deployment id of endpoint ``index`` (``model_info.id``; also the model name that calls it)."""
+    return f"{_ROUTER_GROUP}-endpoint-{index}"
+
+
+def _endpoint_index(deployment_id: Any) -> int | None:
+    prefix = f"{_ROUTER_GROUP}-endpoint-"
+    if isinstance(deployment_id, str) and deployment_id.startswith(prefix) and deployment_id[len(prefix):].isdigit():
+        return int(deployment_id[len(prefix):])
+    return None

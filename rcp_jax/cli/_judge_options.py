@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
+from rcp_jax.cli._endpoints import ApiBaseAction
 from rcp_jax.errors import DataError
 
 STRUCTURED_CHOICES = ("auto", "json_schema", "json_object", "json_object_schema", "none")
@@ -66,9 +68,15 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model", default="simulated",
                    help="litellm model string (e.g. openai/gpt-4o-mini, hosted_vllm/<name>); 'simulated' (default) "
                         "uses the offline simulated judge")
-    g.add_argument("--api-base", default=None,
+    g.add_argument("--api-base", default=None, action=ApiBaseAction, metavar="URL",
                    help="endpoint URL of an OpenAI-compatible server, ending in /v1 (vLLM, SGLang, llama.cpp, Ollama); "
-                        "default: the provider's own endpoint")
+                        "give it several times for several servers of the same model: litellm's Router spreads the "
+                        "calls, a failed call is retried on another server, and the summary counts each server's "
+                        "answered and failed calls (default: the provider's own endpoint)")
+    g.add_argument("--api-base-file", type=Path, default=None, metavar="FILE",
+                   help="more endpoints, one per line: 'URL [KEY_VARIABLE]', the optional second field being the NAME "
+                        "of an environment variable holding that server's key (never the key itself); # comments "
+                        "(default: none)")
     g.add_argument("--concurrency", type=_concurrency, default="auto", metavar="N|auto",
                    help="judge calls in flight. Set it to the server's parallel slots: more only queue inside the "
                         "server, and the wait counts against --timeout. auto (default): the slots the server reports "
@@ -132,9 +140,11 @@ def build_judge(args, latent: dict | None):
     """
     from judging import LiteLLMJudge, SimulatedJudge
     from judging.server_info import ServerInfo, probe_server
+    from rcp_jax.cli._endpoints import combined_server_info, endpoints_of, judge_endpoints
 
     notes: list[str] = []
     info = ServerInfo()
+    endpoints = []
     get = lambda name, default=None: getattr(args, name, default)  # noqa: E731 - other verbs' namespaces lack some
     if args.model == "simulated":
         if latent is None:
@@ -145,15 +155,18 @@ def build_judge(args, latent: dict | None):
         if (in_cost is None) != (out_cost is None):
             raise DataError("give both --input-cost-per-token and --output-cost-per-token, or neither")
         structured = get("structured_output", "auto")
+        endpoints = endpoints_of(args)
+        several = len(endpoints) > 1 or any(e.key_var for e in endpoints)
         judge = LiteLLMJudge(
-            args.model, api_base=get("api_base"), temperature=get("temperature", 0.0),
+            args.model, api_base=None if several or not endpoints else endpoints[0].api_base,
+            endpoints=judge_endpoints(endpoints) if several else None, temperature=get("temperature", 0.0),
             max_tokens=get("max_tokens", 4096), timeout=get("timeout", 120.0),
             max_transport_retries=get("max_transport_retries", 6), structured_output=structured,
             extra_params=extra_params(get("extra_params")), input_cost_per_token=in_cost,
             output_cost_per_token=out_cost,
         )
-        if get("api_base"):
-            info = probe_server(args.api_base, args.model)
+        if endpoints:
+            info = combined_server_info([probe_server(e.api_base, args.model) for e in endpoints])
     judge.max_attempts = get("max_attempts")
     judge.stop_after_invalid = get("stop_after_invalid")
     concurrency = get("concurrency", "auto")
@@ -161,10 +174,12 @@ def build_judge(args, latent: dict | None):
         if info.slots:
             concurrency = info.slots
             notes.append(f"--concurrency auto: {info.slots} (the server's parallel slots, {info.source})")
-        elif args.model != "simulated" and get("api_base"):
-            concurrency = AUTO_CONCURRENCY_SELF_HOSTED
+        elif args.model != "simulated" and endpoints:
+            concurrency = AUTO_CONCURRENCY_SELF_HOSTED * len(endpoints)
             notes.append(f"--concurrency auto: {concurrency} (the server reports no slot count; vLLM / SGLang batch "
-                         "many requests at once: raise --concurrency to use them)")
+                         "many requests at once: raise --concurrency to use them)" if len(endpoints) == 1 else
+                         f"--concurrency auto: {concurrency} ({AUTO_CONCURRENCY_SELF_HOSTED} per server for "
+                         f"{len(endpoints)} servers that report no slot count; raise it for servers that batch)")
         else:
             concurrency = AUTO_CONCURRENCY_HOSTED
     elif info.slots and concurrency > info.slots:

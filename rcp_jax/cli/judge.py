@@ -96,6 +96,10 @@ def run(args) -> int:
                "invalid_answers": invalid.to_dict()}
     lines = [f"judged {len(collection.pools)} queries with {args.model}: {calls} calls this run; "
              f"store {args.store} (run the same command again to resume; next: rcp-jax fit --store {args.store})"]
+    from rcp_jax.cli._endpoints import endpoint_summary
+
+    payload["endpoints"], endpoint_lines = endpoint_summary(judge)
+    lines += endpoint_lines
     if invalid.invalid:
         lines += [f"invalid answers in the store (kept for audit; their windows were re-asked): {invalid.describe()}",
                   *[f"  {a}" for a in invalid.advice()]]

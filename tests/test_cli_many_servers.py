@@ -1,0 +1,88 @@
+"""Many servers from the command line: ``--api-base`` several times and ``--api-base-file`` (URL [KEY_VARIABLE]
+per line), their refusals, and a judge run over two fake servers, one failing, with per-endpoint counts in the
+summary and the key nowhere in the store or the output. In process."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from judging import LiteLLMJudge, SimulatedJudge  # noqa: E402
+from judging.testing_server import Fault, FakeOpenAIServer  # noqa: E402
+from rcp_jax.cli import build_parser, main  # noqa: E402
+from rcp_jax.cli import _judge_options as J  # noqa: E402
+from rcp_jax.cli._endpoints import endpoint_summary  # noqa: E402
+
+MODEL = "openai/fake-judge"
+SECRET = "sk-cli-MANY-SERVERS-secret-55aa"
+
+
+def judge_args(*extra: str):
+    return build_parser().parse_args(["judge", "--rows", "rows.jsonl", "--model", MODEL, *extra])
+
+
+def test_endpoints_from_flags_and_a_file_reach_the_judge(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPU2_KEY", SECRET)
+    listing = tmp_path / "servers.txt"
+    listing.write_text("# two more servers\n\nhttp://127.0.0.1:9/v1   GPU2_KEY  # its key\nhttp://127.0.0.1:10/v1\n")
+    args = judge_args("--api-base", "http://127.0.0.1:8/v1", "--api-base-file", str(listing), "--concurrency", "3")
+    judge = J.build_judge(args, None)
+    assert isinstance(judge, LiteLLMJudge) and judge.api_base is None
+    assert [s["api_base"] for s in judge.endpoint_stats()] == [
+        "http://127.0.0.1:8/v1", "http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"]
+    assert SECRET not in repr(judge) and SECRET not in judge.endpoint_label
+    two = judge_args("--api-base", "http://127.0.0.1:8/v1", "--api-base", "http://127.0.0.1:9/v1")
+    assert (two.api_base, two.api_bases) == ("http://127.0.0.1:8/v1", ["http://127.0.0.1:8/v1", "http://127.0.0.1:9/v1"])
+    assert J.build_judge(two, None).endpoint_stats()[1]["api_base"] == "http://127.0.0.1:9/v1"
+    assert two.concurrency == 2 * J.AUTO_CONCURRENCY_SELF_HOSTED  # no server answers /props here
+    one = J.build_judge(judge_args("--api-base", "http://127.0.0.1:8/v1"), None)
+    assert (one.api_base, one.endpoint_stats()) == ("http://127.0.0.1:8/v1", [])  # one endpoint: no Router
+
+
+@pytest.mark.parametrize("text, says", [
+    (f"http://127.0.0.1:9/v1 {SECRET}\n", "line 1: the second field is not an environment variable name"),
+    ("http://127.0.0.1:9/v1 UNSET_KEY_VAR_M\n", "line 1: the environment variable UNSET_KEY_VAR_M"),
+    ("# nothing\n", "no endpoint in it"),
+    ("\n127.0.0.1:9/v1\n", "line 2: '127.0.0.1:9/v1' is not an endpoint URL"),
+    ("http://127.0.0.1:8/v1\n", "given twice (--api-base and --api-base-file"),
+    ("http://127.0.0.1:9/v1 A B\n", "line 1: 3 fields"),
+])
+def test_bad_endpoint_files_are_refused_by_line_without_showing_a_key(demo_tiny, tmp_path, capsys, text, says):
+    listing = tmp_path / "servers.txt"
+    listing.write_text(text)
+    rc = main(["judge", "--rows", str(demo_tiny["rows"]), "--model", MODEL, "--api-base", "http://127.0.0.1:8/v1",
+               "--api-base-file", str(listing), "--estimate"])
+    err = capsys.readouterr().err
+    assert rc == 2 and says in err and str(listing) in err, err
+    assert SECRET not in err and "Traceback" not in err
+
+
+def test_judge_over_two_servers_one_failing(demo_tiny, tmp_path, capsys, monkeypatch):
+    rows = [json.loads(line) for line in demo_tiny["rows"].read_text().splitlines()]
+    queries = {r["query_id"]: r["query"] for r in rows}
+    documents = {r["query_id"]: dict(zip(r["doc_ids"], r["docs"])) for r in rows}
+    latent = {q: {d: 0.3 * i for i, d in enumerate(docs)} for q, docs in documents.items()}
+    monkeypatch.setenv("SECOND_SERVER_KEY", SECRET)
+    monkeypatch.setenv("OPENAI_API_KEY", "none")
+    with FakeOpenAIServer(SimulatedJudge(latent, seed=3), queries=queries, documents=documents) as good, \
+            FakeOpenAIServer(SimulatedJudge(latent, seed=3), queries=queries, documents=documents,
+                             faults=lambda ctx: Fault(status=503, message=f"down; key {SECRET}")) as bad:
+        listing = tmp_path / "servers.txt"
+        listing.write_text(f"{bad.url} SECOND_SERVER_KEY\n")
+        store = tmp_path / "store"
+        rc = main(["judge", "--rows", str(demo_tiny["rows"]), "--model", MODEL, "--api-base", good.url,
+                   "--api-base-file", str(listing), "--store", str(store), "--max-queries", "1", "--quiet", "--json"])
+        out, err = capsys.readouterr()
+    assert rc == 0, err
+    counts = {e["api_base"]: e for e in json.loads(out)["endpoints"]}
+    assert counts[bad.url]["failed"] == bad.status_counts[503] > 0 and counts[bad.url]["answered"] == 0
+    assert counts[good.url]["answered"] == good.status_counts[200] > 0 and counts[good.url]["failed"] == 0
+    assert SECRET not in out + err
+    assert not any(SECRET.encode() in p.read_bytes() for p in store.rglob("*") if p.is_file())
+    stats, lines = endpoint_summary(type("J", (), {"endpoint_stats": lambda self: list(counts.values())})())
+    assert stats == list(counts.values()) and lines[0].startswith("calls per endpoint")
+    assert f"  {bad.url}: 0 answered, {bad.status_counts[503]} failed" in lines
