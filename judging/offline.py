@@ -115,6 +115,10 @@ class SimulatedJudge(BaseJudge):
         tolerant decoding.
     list_noise : lists stage: standard deviation of the noise on the relative DCG difference.
     position_bias : lists stage: advantage of the list shown first (relative DCG units).
+    severity, discrimination : rubric only: a stricter (severity > 0) or more decisive (discrimination > 1)
+        judge of the same criteria, ``P(yes) = sigmoid(discrimination * gamma_c (latent - beta_c - severity))``;
+        a second judge for the pooled calibration (:mod:`rcp_jax.judges`). Part of the family only when not
+        the defaults (0, 1), so other judges keep their record ids.
     """
 
     def __init__(
@@ -136,6 +140,8 @@ class SimulatedJudge(BaseJudge):
         max_window_chars: int | None = DEFAULT_MAX_WINDOW_CHARS,
         list_noise: float = 0.01,
         position_bias: float = 0.0,
+        severity: float = 0.0,
+        discrimination: float = 1.0,
     ) -> None:
         super().__init__(model, prompts=prompts, max_window_chars=max_window_chars)
         if not 0.0 <= malformed_rate <= 1.0:
@@ -157,6 +163,10 @@ class SimulatedJudge(BaseJudge):
             raise ValueError(f"list_noise must be >= 0, got {list_noise}")
         self.list_noise = float(list_noise)
         self.position_bias = float(position_bias)
+        if not discrimination > 0:
+            raise ValueError(f"discrimination must be > 0, got {discrimination}")
+        self.severity = float(severity)
+        self.discrimination = float(discrimination)
 
     # -- settings -------------------------------------------------------------------------------------
 
@@ -170,6 +180,8 @@ class SimulatedJudge(BaseJudge):
                 "beta": list(self.beta),
                 "malformed_rate": self.malformed_rate,
                 "decorate": self.decorate,
+                **({"severity": self.severity} if self.severity else {}),
+                **({"discrimination": self.discrimination} if self.discrimination != 1.0 else {}),
             },
         }
 
@@ -260,7 +272,7 @@ class SimulatedJudge(BaseJudge):
             obj = {}
             for p, lat in zip(pos, latents, strict=True):
                 ans = {
-                    f"C{k + 1}": int(rng.random() < _sigmoid(g * (lat - b)))
+                    f"C{k + 1}": int(rng.random() < _sigmoid(self.discrimination * g * (lat - b - self.severity)))
                     for k, (g, b) in enumerate(zip(gammas, betas, strict=True))
                 }
                 obj[p] = {"reasoning": f"Meets {sum(ans.values())} of {n_criteria} criteria.", "criteria": ans}

@@ -118,8 +118,8 @@ _OBJECTIVES: dict = {}
 
 
 def _objective(c: int, q: int, k: int, fit_scale: bool):
-    """The mean-scale objective of one problem size, as one module-level function per size (it is a
-    static argument of the jit-compiled solver, so the same size never recompiles)."""
+    """(objective, its jit, the jit of its Hessian) of one problem size, mean scale. One function object per
+    size: it is a static argument of the jit-compiled solver, so the same size never recompiles."""
     key = (c, q, k, fit_scale)
     if key not in _OBJECTIVES:
         def fun(y, query, theta, criterion, judge, passes, trials, ridge):
@@ -127,11 +127,13 @@ def _objective(c: int, q: int, k: int, fit_scale: bool):
             return _sum_objective(y, query, theta, criterion, judge, passes, trials, ridge,
                                   c=c, q=q, k=k, fit_scale=fit_scale) / total
 
-        _OBJECTIVES[key] = fun
+        _OBJECTIVES[key] = (fun, jax.jit(fun), jax.jit(jax.hessian(fun)))
     return _OBJECTIVES[key]
 
 
-def _padded(cells: JudgeCells, multiple: int = 1024) -> list[np.ndarray]:
+def padded_arrays(cells: JudgeCells, multiple: int = 1024) -> list[np.ndarray]:
+    """(query, theta, criterion, judge, passes, trials) padded with empty cells (trials 0) to a multiple of
+    ``multiple``, so fits of similar sizes share compiled programs."""
     m = len(cells.trials)
     pad = (-m) % multiple
     out = []
@@ -184,14 +186,14 @@ def fit_pooled_judges(
     init = one_judge_start(cells, ridge=ridge) if init is None else init
     parts = [init.u, init.v, init.t, init.alpha, np.zeros(k)] + ([np.zeros(k)] if fit_scale else [])
     y0 = np.concatenate([np.asarray(p, np.float64) for p in parts])
-    fun = _objective(c, q, k, fit_scale)
+    fun, value, hessian = _objective(c, q, k, fit_scale)
     with jax.enable_x64(True):
-        arrays = [jnp.asarray(x) for x in _padded(cells)]
+        arrays = [jnp.asarray(x) for x in padded_arrays(cells)]
         args = tuple(x[None] for x in arrays) + (jnp.full((1,), ridge, jnp.float64),)
         y, iters, conv = lm_newton(fun, jnp.asarray(y0)[None], args, max_iter=max_iter, tol=tol)
         y = y[0]
-        objective = float(fun(y, *arrays, ridge))
-        hess = jax.hessian(fun)(y, *arrays, ridge) * jnp.maximum(arrays[5].sum(), 1.0)  # sum scale
+        objective = float(value(y, *arrays, ridge))
+        hess = hessian(y, *arrays, ridge) * jnp.maximum(arrays[5].sum(), 1.0)  # sum scale
         cov = np.asarray(jnp.linalg.pinv(hess, hermitian=True))
         u, v, t, a, d, l = (np.asarray(x, np.float64) for x in _unpack(y, c, q, k, fit_scale))
         gamma, beta = (np.asarray(x, np.float64) for x in irt.item_parameters(jnp.asarray(u), jnp.asarray(v)))
@@ -210,4 +212,4 @@ def fit_pooled_judges(
     )
 
 
-__all__ = ["JudgeCells", "PooledJudgesFit", "fit_pooled_judges", "one_judge_start"]
+__all__ = ["JudgeCells", "PooledJudgesFit", "fit_pooled_judges", "one_judge_start", "padded_arrays"]

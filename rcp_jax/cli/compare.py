@@ -61,8 +61,10 @@ def jsonable(df: pd.DataFrame) -> list[dict]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("per_query", help="per-query metrics table (CSV/TSV/JSONL/Parquet) with columns system, "
-                        "query_id, [dataset] and metric columns such as qrel_ndcg, count_ndcg, rcp_ndcg")
+    parser.add_argument("per_query", nargs="?", default=None,
+                        help="per-query metrics table (CSV/TSV/JSONL/Parquet) with columns system, "
+                        "query_id, [dataset] and metric columns such as qrel_ndcg, count_ndcg, rcp_ndcg (default: "
+                        "none; required unless --by-judge)")
     parser.add_argument("--metrics", help="comma-separated metric columns (default: the nDCG columns present)")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     parser.add_argument("--test", choices=("t", "wilcoxon", "permutation"), default="t",
@@ -78,12 +80,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-pairs", help="also write the per-pair table to this CSV/Parquet file (default: none)")
     parser.add_argument("--reference", default="qrel_ndcg", help="baseline metric of the summary line (default qrel_ndcg)")
     parser.add_argument("--candidate", default="rcp_ndcg", help="metric compared with the baseline (default rcp_ndcg)")
+    from rcp_jax.cli._judges import add_compare_arguments
+
+    add_compare_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from rcp_jax.stats.comparison import sensitivity_report
     from rcp_jax.stats.system_pairs import compare_systems
 
+    if args.by_judge is not None:  # the second-judge check: rcp_jax.cli._judges
+        from rcp_jax.cli._judges import run_compare
+
+        return run_compare(args)
+    if args.per_query is None:
+        raise DataError("give the per-query metrics table (from `rcp-jax evaluate`), or --by-judge FIT --runs RUN")
     table = read_table(args.per_query, "per-query metrics")
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     import warnings

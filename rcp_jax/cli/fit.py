@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-flagged", action="store_true",
                    help="also fit answers flagged in the store (e.g. a repeated answer planted in a document); "
                         "by default they are left out and listed as notes")
+    from rcp_jax.cli._judges import add_fit_arguments
+
+    add_fit_arguments(p)
     p.add_argument("--no-plots", action="store_true",
                    help="skip the figures (default: drawn): item_curves.png (item curves and the gain curve), "
                         "query_calibration.png (per-query tau and alpha) and, with a posterior, "
@@ -71,6 +74,10 @@ def run(args) -> int:
     from rcp_jax.pipeline import FlaggedJudgementWarning, flag_notes, store_tables
     from rcp_jax.tournament import fit_bradley_terry
 
+    if args.judges:  # several judges pooled: rcp_jax.cli._judges
+        from rcp_jax.cli._judges import run_fit
+
+        return run_fit(args)
     check_arguments(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FlaggedJudgementWarning)  # listed below as notes, one per window
