@@ -23,6 +23,12 @@ Newton systems are solved by Jacobi-preconditioned conjugate gradients on the He
 Laplacian form (:func:`_pcg`: O(N^2) per product instead of a batched O(N^3) Cholesky), starting
 from a weighted least-squares fit of the pairwise log-odds (:func:`_log_odds_start`), which saves
 two to three Newton iterations. Queries are sharded over devices when there are several.
+
+Issue #20: on CPU the batch is walked one query at a time (:func:`_fit_queries`, a ``lax.map``): the
+query's statistics (``N x N``, 100 kB at N = 160) stay in cache from the scatter through the last Newton
+iteration, where a whole batch streamed every ``Q x N x N`` array through memory several times per
+iteration; each query also stops iterating on its own. A Newton trial point costs one ``exp`` and one
+``log1p`` per pair, giving loss, gradient and curvatures together (:func:`_sym_eval`).
 """
 
 from __future__ import annotations
@@ -262,16 +268,40 @@ def _log_odds_start(both: jax.Array, anti: jax.Array, ridge, *, with_degree: boo
 _N_HALVINGS = 10
 
 
+def _sym_eval(theta: jax.Array, both: jax.Array, net: jax.Array, ridge, *, with_loss: bool = True):
+    """Loss float[Q], gradient float[Q, N], pair curvatures float[Q, N, N] and Hessian diagonal float[Q, N]
+    of :func:`_sym_loss` in one pass.
+
+    Everything follows from ``e = exp(-|d|)`` (``d = theta_a - theta_b``): ``tanh(d / 2) = sign(d) (1 - e) /
+    (1 + e)``, ``s (1 - s) = e / (1 + e)^2`` and ``log(s (1 - s)) = -|d| - 2 log1p(e)``, so a Newton trial
+    point costs one exponential and one log1p per pair instead of a loss pass and a tanh pass.
+    """
+    d = theta[:, :, None] - theta[:, None, :]
+    ad = jnp.abs(d)
+    e = jnp.exp(-ad)
+    r = 1.0 / (1.0 + e)
+    t = jnp.where(d >= 0, 1.0 - e, e - 1.0) * r
+    curv = both * (e * r * r)
+    grad = 0.5 * (both * t).sum(axis=2) - 0.5 * net + ridge * theta
+    f = None
+    if with_loss:
+        log_ss = -ad - 2.0 * jnp.log1p(e)
+        f = -(0.25 * (both * log_ss).sum(axis=(1, 2)) + 0.5 * (theta * net).sum(axis=1)) + 0.5 * ridge * (theta**2).sum(axis=1)
+    return f, grad, curv, curv.sum(axis=2) + ridge
+
+
 def _newton(both, net, theta0, ridge, tol, max_iter: int):
     """Damped Newton on normalised parts (traced helper). Returns ``(theta, iterations, grad, curv, diag)``.
 
     Each iteration solves every query's Newton system (:func:`_pcg`, to a relative residual of
-    ``clip(|d_(k-1)|^2, 0.1 sqrt(eps), 0.05)``: inexact far from the optimum) and tries the full step; only
-    queries whose full step fails the Armijo test are backtracked (halving, at most 10 times). A query
-    has converged when its largest step is below ``tol``, or when quadratic convergence is evident
-    (the step shrank at least 10x and the next step predicted from the last two,
-    ``|d_k|^3 / |d_(k-1)|^2``, is below ``tol``): Newton's error after applying step k is O(|d_k|^2),
-    so one more iteration would only confirm it.
+    ``eta = clip(|d_(k-1)|^2, 0.1 sqrt(eps), 0.05)``: inexact far from the optimum) and evaluates loss,
+    gradient and curvatures at the full step in one pass (:func:`_sym_eval`); only when some query's full
+    step fails the Armijo test are the failing queries backtracked (halving, at most 10 times). A query
+    has converged when its largest step is below ``tol``, or when quadratic convergence is evident (the
+    step shrank at least 10x, the next step predicted from the last two, ``|d_k|^3 / |d_(k-1)|^2``, is below
+    ``tol``, and so is the error left by the inexact solve, ``eta |d_k|``): Newton's error after applying
+    step k is then below ``tol``, so one more iteration would only confirm it. All queries of the batch
+    iterate together; :func:`fit_windows` batches one query at a time on CPU, so each stops on its own.
     """
     q, n = theta0.shape
     dtype = both.dtype
@@ -280,44 +310,52 @@ def _newton(both, net, theta0, ridge, tol, max_iter: int):
     rel = 16 * jnp.finfo(dtype).eps
     cg_rtol = _cg_rtol(dtype)
 
-    def f(theta):
-        return _sym_loss(theta, both, net, ridge)
-
     def body(state):
         theta, f0, grad, curv, diag, it, prev, _ = state
         # inexact Newton: loose solves while far from the optimum, full precision near it
-        delta = _pcg(curv, diag, grad, jnp.clip(prev * prev, cg_rtol, 0.05), 4 * n)
+        eta = jnp.clip(prev * prev, cg_rtol, 0.05)
+        delta = _pcg(curv, diag, grad, eta, 4 * n)
         slope = (grad * delta).sum(axis=1)
         slack = rel * (jnp.abs(f0) + 1.0)
 
         def armijo(f_t, step):
             return f_t <= f0 - 1e-4 * step * slope + slack
 
-        f_full = f(theta - delta)
+        f_full, g_full, c_full, d_full = _sym_eval(theta - delta, both, net, ridge)
         ok = armijo(f_full, 1.0)
 
-        def ls_cond(ls):
-            _, _, ok, k = ls
-            return (k < _N_HALVINGS - 1) & ~jnp.all(ok)
+        def full_step(_):
+            return jnp.ones(q, dtype), f_full, g_full, c_full, d_full
 
-        def ls_body(ls):
-            step, f_new, ok, k = ls
-            step = jnp.where(ok, step, 0.5 * step)
-            f_t = f(theta - step[:, None] * delta)
-            return step, jnp.where(ok, f_new, f_t), ok | armijo(f_t, step), k + 1
+        def backtrack(_):
+            def ls_cond(ls):
+                _, _, ok, k = ls
+                return (k < _N_HALVINGS - 1) & ~jnp.all(ok)
 
-        step, f_new, _, _ = jax.lax.while_loop(ls_cond, ls_body, (jnp.ones(q, dtype), f_full, ok, 0))
+            def ls_body(ls):
+                step, f_new, ok, k = ls
+                step = jnp.where(ok, step, 0.5 * step)
+                f_t = _sym_loss(theta - step[:, None] * delta, both, net, ridge)
+                return step, jnp.where(ok, f_new, f_t), ok | armijo(f_t, step), k + 1
+
+            step, f_new, _, _ = jax.lax.while_loop(ls_cond, ls_body, (jnp.ones(q, dtype), f_full, ok, 0))
+            _, g, c, dg = _sym_eval(theta - step[:, None] * delta, both, net, ridge, with_loss=False)
+            return step, f_new, g, c, dg
+
+        step, f_new, grad, curv, diag = jax.lax.cond(jnp.all(ok), full_step, backtrack, None)
         theta = theta - step[:, None] * delta
-        grad, curv, diag = _sym_grad_curv(theta, both, net, ridge)
         change = jnp.abs(delta).max(axis=1)
-        quadratic = (step == 1.0) & jnp.isfinite(prev) & (change <= 0.1 * prev) & (change**3 <= tol * prev**2)
+        quadratic = (
+            (step == 1.0) & jnp.isfinite(prev) & (change <= 0.1 * prev) & (change**3 <= tol * prev**2)
+            & (eta * change <= tol)
+        )
         done = jnp.all((change <= tol) | quadratic)
         return theta, f_new, grad, curv, diag, it + 1, change, done
 
     def cond(state):
         return (state[5] < max_iter) & ~state[7]
 
-    state = (theta0, f(theta0), *_sym_grad_curv(theta0, both, net, ridge), 0, jnp.full(q, jnp.inf, dtype), jnp.bool_(False))
+    state = (theta0, *_sym_eval(theta0, both, net, ridge), 0, jnp.full(q, jnp.inf, dtype), jnp.bool_(False))
     theta, _, grad, curv, diag, iters, _, _ = jax.lax.while_loop(cond, body, state)
     return theta, iters, grad, curv, diag
 
@@ -438,19 +476,60 @@ def _fit_block(doc_index, scores, window_query, mask, ridge, tol, *, max_iter: i
     return _centre(theta, mask), se, labels, n_comp, jnp.full(q, iters, jnp.int32)
 
 
-_fit_block_jit = jax.jit(_fit_block, static_argnames=("max_iter",))
+def _fit_queries(doc_index, scores, mask, ridge, tol, *, max_iter: int, chunk: int):
+    """Fit of queries laid out one per row, in sequential batches of ``chunk`` queries (traced).
+
+    Args:
+        doc_index, scores: int32/float[Q, V, w] the windows of each query (V slots; an empty window is all -1).
+        mask: bool[Q, N] real documents. ``Q`` must be a multiple of ``chunk``.
+
+    Returns:
+        ``(theta, se, labels, n_components, iterations)`` as :func:`_fit_block`, per query.
+
+    With a small ``chunk`` every array of a batch (``chunk x N x N``: the pair statistics, the curvatures)
+    stays in the CPU's cache through the statistics, the start and every Newton iteration, and each
+    batch stops iterating on its own; one batch of all queries (``chunk = Q``) suits a GPU. A batch whose
+    queries have no document (padding) is skipped.
+    """
+    q, v, w = doc_index.shape
+    n = mask.shape[1]
+    window_query = jnp.repeat(jnp.arange(chunk, dtype=jnp.int32), v)
+
+    def one(x):
+        di, sc, m = x
+
+        def fit(_):
+            return _fit_block(di.reshape(chunk * v, w), sc.reshape(chunk * v, w), window_query, m, ridge, tol,
+                              max_iter=max_iter)
+
+        def empty(_):
+            zeros = jnp.zeros((chunk, n), scores.dtype)
+            return zeros, zeros + 1.0, jnp.full((chunk, n), -1, jnp.int32), jnp.zeros(chunk, jnp.int32), jnp.zeros(chunk, jnp.int32)
+
+        if chunk == q:
+            return fit(None)
+        return jax.lax.cond(jnp.any(m), fit, empty, None)
+
+    if chunk == q:
+        return one((doc_index, scores, mask))
+    k = q // chunk
+    out = jax.lax.map(one, (doc_index.reshape(k, chunk, v, w), scores.reshape(k, chunk, v, w), mask.reshape(k, chunk, n)))
+    return tuple(o.reshape(q, *o.shape[2:]) for o in out)
+
+
+_fit_block_jit = jax.jit(_fit_queries, static_argnames=("max_iter", "chunk"))
 
 
 @lru_cache(maxsize=None)
-def _sharded_fit_block(devices: tuple, max_iter: int):
-    """``_fit_block`` mapped over a 1-D mesh of ``devices``: each device fits its own queries."""
+def _sharded_fit_block(devices: tuple, max_iter: int, chunk: int):
+    """``_fit_queries`` mapped over a 1-D mesh of ``devices``: each device fits its own queries."""
     from jax.sharding import Mesh, PartitionSpec as P
 
     mesh = Mesh(np.asarray(devices), ("query",))
     spec = P("query")
     fun = jax.shard_map(
-        partial(_fit_block, max_iter=max_iter), mesh=mesh,
-        in_specs=(spec, spec, spec, spec, P(), P()), out_specs=(spec,) * 5, check_vma=False,
+        partial(_fit_queries, max_iter=max_iter, chunk=chunk), mesh=mesh,
+        in_specs=(spec, spec, spec, P(), P()), out_specs=(spec,) * 5, check_vma=False,
     )
     return jax.jit(fun), mesh
 
@@ -468,7 +547,7 @@ class BTFit:
         mask: bool[Q, N] real documents (``mask[q, :n_docs[q]]``).
         component: int[Q, N] component label (0..k-1 in order of first document; -1 on padding).
         n_components: int[Q] number of connected components (1 = connected).
-        iterations: int[Q] Newton iterations used by the query's bucket.
+        iterations: int[Q] Newton iterations used by the query (by its batch, when ``chunk`` > 1).
     """
 
     theta: np.ndarray
@@ -491,6 +570,21 @@ def _prev_pow2(n: int) -> int:
     return 1 << max(0, int(n).bit_length() - 1)
 
 
+def _window_slots(n: int) -> int:
+    """Windows per query of a compiled call: ``n`` rounded up to 8 or to 1, 1.25, 1.5 or 1.75 times a power
+    of two (at most 25% padding, few distinct shapes)."""
+    if n <= 8:
+        return 8
+    top = _prev_pow2(n)
+    return next(m for m in (top, top * 5 // 4, top * 3 // 2, top * 7 // 4, 2 * top) if m >= n)
+
+
+def default_chunk(devices: Sequence[jax.Device]) -> int | None:
+    """Queries per sequential batch: 1 on CPU (cache-resident, each query stops on its own), ``None``
+    (all queries of a call at once) on accelerators."""
+    return 1 if all(d.platform == "cpu" for d in devices) else None
+
+
 def fit_windows(
     doc_index: np.ndarray,
     scores: np.ndarray,
@@ -503,6 +597,7 @@ def fit_windows(
     max_iter: int = 50,
     max_batch_cells: int = 2**26,
     devices: Sequence[jax.Device] | None = None,
+    chunk: int | None = 0,
 ) -> BTFit:
     """Fit BT for many queries of different pool sizes in one call.
 
@@ -515,20 +610,22 @@ def fit_windows(
         dtype: ``jnp.float32`` (default, fast) or ``jnp.float64`` (runs under ``jax.enable_x64``).
         tol: Newton step tolerance (default 1e-5 in float32, 1e-10 in float64).
         max_iter: Newton iteration cap.
-        max_batch_cells: cap on ``queries x N x N`` per compiled call (memory bound: peak memory is
-            about 40 bytes per cell in float32).
+        max_batch_cells: cap on ``queries x N x N`` per compiled call.
         devices: shard the queries of each call over these devices (default: every device of the
             default backend; one device means no sharding).
+        chunk: queries fitted together inside a call (0: :func:`default_chunk`, i.e. one at a time on
+            CPU, where each query's statistics stay in cache and each query stops iterating on its own;
+            ``None``: all queries of the call at once, as suits a GPU).
 
     Returns:
         :class:`BTFit`.
 
     Queries are grouped into buckets of equal padded pool size (a multiple of 16); each call fits a
-    power-of-two number of queries (at most ``max_batch_cells / N^2``) and a power-of-two number of
-    windows, so refits with other query counts reuse the compiled functions.
+    power-of-two number of queries (at most ``max_batch_cells / N^2``), each with the same number of
+    window slots (:func:`_window_slots`), so refits with other query counts reuse the compiled functions.
     """
-    doc_index = np.asarray(doc_index, dtype=np.int64)
-    scores = np.asarray(scores, dtype=np.float64)
+    doc_index = np.asarray(doc_index)
+    scores = np.asarray(scores)
     window_query = np.asarray(window_query, dtype=np.int64)
     n_docs = np.asarray(n_docs, dtype=np.int64)
     n_q = len(n_docs)
@@ -546,12 +643,17 @@ def fit_windows(
         tol = 1e-10 if x64 else 1e-5
     devs = tuple(jax.devices() if devices is None else devices)
     n_dev = len(devs)
+    if chunk == 0:
+        chunk = default_chunk(devs)
     np_dtype = np.float64 if x64 else np.float32
 
-    order = np.argsort(window_query, kind="stable")
+    # slot of each window among its query's windows (in input order)
     counts = np.bincount(window_query, minlength=n_q)
-    w_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    order = np.argsort(window_query, kind="stable")
+    slot = np.empty(len(window_query), dtype=np.int64)
+    slot[order] = np.arange(len(window_query)) - np.repeat(np.cumsum(counts) - counts, counts)
     width = doc_index.shape[1]
+    local = np.full(n_q, -1, dtype=np.int64)
 
     sizes = np.array([_bucket_size(int(n)) for n in n_docs])
     with jax.enable_x64(x64):
@@ -559,45 +661,39 @@ def fit_windows(
             members = np.flatnonzero(sizes == size)
             per_call = max(n_dev, _prev_pow2(max(1, int(max_batch_cells // (size * size)))))
             for lo in range(0, len(members), per_call):
-                chunk = members[lo : lo + per_call]
-                q_pad = max(n_dev, _next_pow2(len(chunk)))
-                per_dev = q_pad // n_dev
-                # windows of each device's block of queries, padded to one power-of-two count
-                block = np.arange(len(chunk)) // per_dev
-                block_windows = np.bincount(block, weights=counts[chunk], minlength=n_dev).astype(np.int64)
-                n_w = _next_pow2(max(int(block_windows.max()), 1))
-                di = np.full((n_dev, n_w, width), -1, dtype=np.int32)
-                sc = np.zeros((n_dev, n_w, width), dtype=np_dtype)
-                wq = np.full((n_dev, n_w), -1, dtype=np.int32)
-                sel = np.concatenate([order[w_start[q] : w_start[q] + counts[q]] for q in chunk])
-                local_q = np.repeat(np.arange(len(chunk)), counts[chunk])
-                dev_of = local_q // per_dev
-                slot = np.arange(len(sel)) - np.repeat(np.concatenate([[0], np.cumsum(block_windows)[:-1]]), block_windows)
-                di[dev_of, slot] = doc_index[sel]
-                sc[dev_of, slot] = scores[sel]
-                wq[dev_of, slot] = local_q - dev_of * per_dev
+                part = members[lo : lo + per_call]
+                q_pad = max(n_dev, _next_pow2(len(part)))
+                step = q_pad // n_dev if chunk is None else min(chunk, q_pad // n_dev)
+                v = _window_slots(int(counts[part].max()))
+                local[part] = np.arange(len(part))
+                rows = np.flatnonzero(local[window_query] >= 0) if len(part) < n_q else np.arange(len(window_query))
+                lq = local[window_query[rows]]
+                local[part] = -1
+                di = np.full((q_pad, v, width), -1, dtype=np.int32)
+                sc = np.zeros((q_pad, v, width), dtype=np_dtype)
+                di[lq, slot[rows]] = doc_index[rows]
+                sc[lq, slot[rows]] = scores[rows]
                 m = np.zeros((q_pad, size), dtype=bool)
-                m[: len(chunk)] = np.arange(size)[None, :] < n_docs[chunk][:, None]
-                args = (di.reshape(n_dev * n_w, width), sc.reshape(n_dev * n_w, width), wq.reshape(-1), m)
+                m[: len(part)] = np.arange(size)[None, :] < n_docs[part][:, None]
                 if n_dev == 1:
-                    out = _fit_block_jit(*(jnp.asarray(x) for x in args), ridge, tol, max_iter=max_iter)
+                    out = _fit_block_jit(di, sc, m, ridge, tol, max_iter=max_iter, chunk=step)
                 else:
-                    fun, _ = _sharded_fit_block(devs, max_iter)
-                    out = fun(*args, np.asarray(ridge, np_dtype), np.asarray(tol, np_dtype))
-                th, s, lab, nc, it = (np.asarray(x)[: len(chunk)] for x in out)
-                n_c = n_docs[chunk]
+                    fun, _ = _sharded_fit_block(devs, max_iter, step)
+                    out = fun(di, sc, m, np.asarray(ridge, np_dtype), np.asarray(tol, np_dtype))
+                th, s, lab, nc, it = (np.asarray(x)[: len(part)] for x in out)
+                n_c = n_docs[part]
                 real = np.arange(size)[None, :] < n_c[:, None]
                 cols = min(size, n_max)
-                theta[chunk, :cols] = np.where(real, th, 0.0)[:, :cols]
-                se[chunk, :cols] = np.where(real, s, np.nan)[:, :cols]
-                n_comp[chunk] = nc
-                iters[chunk] = it
+                theta[part, :cols] = np.where(real, th, 0.0)[:, :cols]
+                se[part, :cols] = np.where(real, s, np.nan)[:, :cols]
+                n_comp[part] = nc
+                iters[part] = it
                 # component labels 0..k-1 in order of first document (labels are the smallest member)
                 comp = np.where(real, lab, -1)[:, :cols]
                 connected = nc == 1
-                component[chunk[connected], :cols] = np.where(real[connected, :cols], 0, -1)
+                component[part[connected], :cols] = np.where(real[connected, :cols], 0, -1)
                 for row in np.flatnonzero(~connected):
                     n = n_c[row]
                     _, inv = np.unique(comp[row, :n], return_inverse=True)
-                    component[chunk[row], :n] = inv
+                    component[part[row], :n] = inv
     return BTFit(theta, se, mask, component, n_comp, iters)
