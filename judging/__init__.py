@@ -40,6 +40,7 @@ from judging.errors import (
 from judging.estimate import Estimate, estimate_cost
 from judging.judge import BaseJudge, Completion, JudgeRequest, Ledger
 from judging.offline import SimulatedJudge, synthetic_dataset
+from judging.pages import Document, ImageLimits, PageImage
 from judging.procs import ProcessJudge
 from judging.parse import PARSER_VERSION, ParseResult, parse_answer, parse_lists, parse_rubric, parse_tournament
 from judging.records import INVALID_CATEGORIES, STAGES, JudgeFamily, Judgement, Usage, Window, record_id
@@ -54,7 +55,9 @@ __all__ = [
     "STAGES",
     "BaseJudge",
     "Completion",
+    "Document",
     "Estimate",
+    "ImageLimits",
     "InvalidAnswersError",
     "JudgeAuthError",
     "JudgeCredentialsError",
@@ -72,6 +75,7 @@ __all__ = [
     "Judgement",
     "JudgementStore",
     "Ledger",
+    "PageImage",
     "LiteLLMJudge",
     "ParseResult",
     "ProcessJudge",

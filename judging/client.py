@@ -72,6 +72,7 @@ from judging.errors import (
     JudgeTransportError,
 )
 from judging.judge import DEFAULT_MAX_WINDOW_CHARS, BaseJudge, Completion, JudgeRequest
+from judging.pages import approx_image_tokens, message_images, message_text
 from judging.records import Usage
 from judging.redact import redact
 from judging.render import PromptTemplate
@@ -109,6 +110,13 @@ def _env_secrets() -> list[str]:
     """Values of environment variables that look like credentials (redacted from every message)."""
     markers = ("KEY", "TOKEN", "SECRET", "PASSWORD")
     return [v for k, v in os.environ.items() if any(m in k.upper() for m in markers) and len(v) >= 8]
+
+
+def _append_text(content: Any, note: str) -> Any:
+    """A message content with ``note`` appended after a blank line (a text part for content parts)."""
+    if isinstance(content, str):
+        return f"{content}\n\n{note}"
+    return [*content, {"type": "text", "text": f"\n\n{note}"}]
 
 
 class _RedactFilter(logging.Filter):
@@ -440,7 +448,7 @@ class LiteLLMJudge(BaseJudge):
                 if last < 0:
                     messages.append({"role": "user", "content": note})
                 else:  # appended to the last user message: chat templates that need alternating roles accept it
-                    messages[last] = {**messages[last], "content": f"{messages[last]['content']}\n\n{note}"}
+                    messages[last] = {**messages[last], "content": _append_text(messages[last]["content"], note)}
         rf = self._response_format(request)
         if rf is not None:
             kw["response_format"] = rf
@@ -703,12 +711,38 @@ class LiteLLMJudge(BaseJudge):
 
     # -- estimation hooks -----------------------------------------------------------------------------
 
-    def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> tuple[int, str]:
-        """Prompt tokens of ``messages`` and how they were counted (tokenizer, or chars/4 if unknown)."""
+    def count_tokens(self, messages: Sequence[Mapping[str, Any]]) -> tuple[int, str]:
+        """Prompt tokens of ``messages`` and how they were counted (tokenizer, or chars/4 if unknown).
+
+        Page images (content parts ``image_url``) are counted apart, by :meth:`image_tokens`; the method then
+        names their rule too."""
         litellm = self._ensure_litellm()
+        images = [u for m in messages for u in message_images(m["content"])]
+        if images:
+            messages = [{**m, "content": message_text(m["content"])} for m in messages]
         if not self.model_known():
-            return sum(len(m["content"]) for m in messages) // 4, "chars/4 (model not in litellm's map)"
-        return int(litellm.token_counter(model=self.model, messages=list(messages))), "litellm.token_counter"
+            n, method = sum(len(m["content"]) for m in messages) // 4, "chars/4 (model not in litellm's map)"
+        else:
+            n, method = int(litellm.token_counter(model=self.model, messages=list(messages))), "litellm.token_counter"
+        if not images:
+            return n, method
+        counts = [self.image_tokens(u) for u in images]
+        return n + sum(c for c, _ in counts), f"{method} + images: {counts[0][1]}"
+
+    def image_tokens(self, url: str) -> tuple[int, str]:
+        """Prompt tokens of one image as sent (a data URL) and the rule used: litellm's image rule for this model
+        where it has one (OpenAI's tiles, Anthropic's patches), else the approximation of
+        :func:`judging.pages.approx_image_tokens` (one token per 28 x 28-pixel patch)."""
+        self._ensure_litellm()
+        try:  # litellm >= 1.8x: per-model image rules; older versions have none (then the approximation)
+            from litellm.litellm_core_utils import token_counter as tc  # noqa: PLC0415
+
+            family = tc._image_model_family(self.model)
+            if family is not None:
+                return int(tc.estimate_image_tokens(self.model, url)), f"litellm's image rule for {family}"
+        except Exception:  # noqa: BLE001 - no rule: the documented approximation
+            pass
+        return approx_image_tokens(url, self.image_limits), "~ 28x28-pixel patches (approximation; litellm has no image rule for this model)"
 
     def model_known(self) -> bool:
         """Whether litellm's (local) model map knows this model."""

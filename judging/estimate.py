@@ -6,6 +6,11 @@ counter when litellm's local model map knows the model, otherwise as characters 
 shape (``reasoning_words`` words of reasoning; thinking tokens of reasoning models are extra and can
 be added with ``thinking_tokens_per_call``). Re-asks after invalid answers are not included: with an
 invalid rate r, multiply calls by about 1 / (1 - r).
+
+Page images (:mod:`judging.pages`) are counted as sent (after scaling to the judge's image limits): with
+litellm's image rule for the model where litellm has one (OpenAI's tiles, e.g. 85 + 170 per 512-pixel
+tile for gpt-4o and 2833 + 5667 for gpt-4o-mini; Anthropic's 28-pixel patches), else one token per
+28 x 28-pixel patch (:func:`judging.pages.approx_image_tokens`); ``token_method`` says which.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from judging.judge import BaseJudge
 from judging.lookup import PerQuery, check_window_inputs
+from judging.pages import stamp_images
 from judging.records import Window, record_id
 from judging.render import positional_ids
 from judging.store import JudgementStore
@@ -105,6 +111,7 @@ def estimate_cost(
     windows = list(windows)
     docs: PerQuery[str] = PerQuery(documents)
     check_window_inputs(windows, docs, queries)
+    windows = stamp_images(windows, docs, getattr(judge, "image_limits", None))
     skipped = 0
     if store is not None:
         done_ids: dict[str, set[str]] = {}
@@ -116,7 +123,7 @@ def estimate_cost(
         windows = kept
     per_stage: dict[str, dict[str, int]] = {}
     methods: set[str] = set()
-    sampled = 0
+    sampled = n_images = 0
     for stage in sorted({w.stage for w in windows}):
         group = [w for w in windows if w.stage == stage]
         step = max(1, -(-len(group) // max_counted))
@@ -125,6 +132,7 @@ def estimate_cost(
         for w in sample:
             texts = [docs.get(w.query_id, d) for d in w.doc_ids]
             rendered = judge.render(w, queries[w.query_id], texts)
+            n_images += len(rendered.images)
             t_in, method = judge.count_tokens(rendered.messages)
             answer = representative_answer(stage, len(w.doc_ids), rendered.n_criteria, reasoning_words)
             t_out, _ = judge.count_tokens([{"role": "assistant", "content": answer}])
@@ -138,6 +146,9 @@ def estimate_cost(
     total_out = sum(s["output_tokens"] for s in per_stage.values())
     cost = judge.price(total_in, total_out)
     notes = ["re-asks after invalid answers are not included (with invalid rate r, calls grow by ~1/(1-r))"]
+    if n_images:
+        notes.append(f"{n_images / max(sampled, 1):.1f} page images per window on average, counted as sent (scaled to "
+                     "the image limits)")
     if any(m.startswith("chars/4") for m in methods):
         notes.append("no tokenizer for this judge's model (unknown to litellm's local map): tokens are characters / 4")
     if cost is None:

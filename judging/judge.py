@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judging.errors import PromptError
+from judging.pages import ImageLimits, approx_image_tokens, message_images, message_text
 from judging.parse import PARSER_VERSION
 from judging.records import STAGES, JudgeFamily, Usage, Window
 from judging.render import PromptTemplate, RenderedWindow, builtin_template, render_window
@@ -118,10 +119,14 @@ class BaseJudge:
         arguments are left ``None`` (``None`` here too: the module defaults). Set on a judge, they reach every
         run made with it, also through wrappers that do not pass them on (e.g. ``rcp_jax.judge_collection``);
         ``rcp-jax`` sets them from ``--max-attempts`` / ``--stop-after-invalid``. Not part of the family.
+    image_limits : size and count limits of page images (:class:`judging.pages.ImageLimits`; ``rcp-jax`` sets
+        them from ``--image-max-side`` / ``--image-max-bytes`` / ``--images-per-window``). Not part of the
+        family (text windows keep their ids): windows showing images carry them in their image hash.
     """
 
     max_attempts: int | None = None
     stop_after_invalid: int | None = None
+    image_limits: ImageLimits = ImageLimits()
 
     def __init__(
         self,
@@ -159,6 +164,7 @@ class BaseJudge:
             doc_texts,
             max_window_chars=self.max_window_chars,
             split=window.split,
+            image_limits=self.image_limits,
         )
 
     async def complete(self, request: JudgeRequest) -> Completion:  # pragma: no cover - interface
@@ -168,9 +174,15 @@ class BaseJudge:
         """Load what the first call would otherwise load (no-op by default); worker processes call it
         before taking calls (see :class:`judging.procs.ProcessJudge`)."""
 
-    def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> tuple[int, str]:
-        """Prompt tokens of ``messages`` and the method used; the base judge estimates chars/4."""
-        return sum(len(m["content"]) for m in messages) // 4, "chars/4 (no tokenizer for this judge)"
+    def count_tokens(self, messages: Sequence[Mapping[str, Any]]) -> tuple[int, str]:
+        """Prompt tokens of ``messages`` and the method used; the base judge estimates chars/4 (images: the
+        approximation of :func:`judging.pages.approx_image_tokens`)."""
+        text = sum(len(message_text(m["content"])) for m in messages) // 4
+        images = [u for m in messages for u in message_images(m["content"])]
+        if not images:
+            return text, "chars/4 (no tokenizer for this judge)"
+        pix = sum(approx_image_tokens(u, self.image_limits) for u in images)
+        return text + pix, "chars/4 (no tokenizer for this judge) + images ~ 28x28-pixel patches (approximation)"
 
     def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
         """USD cost of a call with these token counts; ``None`` when unknown."""

@@ -47,6 +47,10 @@ class Window:
         A ``"lists"`` window holds list A then list B (``doc_ids[:split]`` and ``doc_ids[split:]``),
         each in rank order and distinct within itself; a document may appear in both lists.
     split : ``"lists"`` only: the length of list A (``1 <= split < len(doc_ids)``); 0 for other stages.
+    images : a window showing page images: the hash of their bytes and the image limits
+        (:func:`judging.pages.window_images_hash`, set by :func:`judging.judge_windows`), so a changed image
+        is a new window and a moved file the same one; ``""`` for text windows. Part of the record id, not of
+        window equality (the schedule's window and the stamped one are the same window).
     """
 
     query_id: str
@@ -55,6 +59,7 @@ class Window:
     sequence: int
     doc_ids: tuple[str, ...]
     split: int = 0
+    images: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "doc_ids", tuple(str(d) for d in self.doc_ids))
@@ -109,6 +114,8 @@ class Window:
         }
         if self.split:  # only two-list windows carry it, so other records keep their exact form
             out["split"] = self.split
+        if self.images:  # likewise only windows showing page images
+            out["images"] = self.images
         return out
 
     @classmethod
@@ -120,6 +127,7 @@ class Window:
             sequence=int(data["sequence"]),
             doc_ids=tuple(data["doc_ids"]),
             split=int(data.get("split", 0)),
+            images=str(data.get("images", "")),
         )
 
 
@@ -175,8 +183,9 @@ def record_id(family: JudgeFamily, window: Window) -> str:
     answers.
 
     Every attempt at the same window by the same family shares this id; the store counts a window done
-    once one record with this id is valid. The split of a two-list window enters the hash; other windows
-    hash exactly as before it existed.
+    once one record with this id is valid. The split of a two-list window and the image hash of a window
+    showing page images (:attr:`Window.images`) enter the hash; other windows hash exactly as before they
+    existed.
     """
     payload: dict[str, Any] = {
         "family": family.family_id,
@@ -188,6 +197,8 @@ def record_id(family: JudgeFamily, window: Window) -> str:
     }
     if window.split:
         payload["split"] = window.split
+    if window.images:
+        payload["images"] = window.images
     return content_hash(payload)
 
 

@@ -53,6 +53,14 @@ as the delimiter itself. The rule, one character at a time (inverse: :func:`unes
 3. Everything else is unchanged: accents, combining marks, CJK (fullwidth punctuation included),
    math symbols, emoji.
 
+Page images (:mod:`judging.pages`)
+----------------------------------
+A document given as a :class:`judging.pages.Document` with a page image is shown inside its block as
+the text ``[page image of doc_3]``, then the image, then its extracted text (if any); the message content
+becomes a list of OpenAI content parts (``text``, ``image_url`` with a base64 ``data:`` URL, ``text``, ...)
+that litellm maps to each provider. At most ``max_images`` images per window (the rest are shown by their
+text with a note), each scaled to the limits of :class:`judging.pages.ImageLimits`.
+
 So no document or query can close its own block, open a new one, forge the query or hide text from a
 reader. A per-window character budget cuts the longest documents first (water-filling) and records
 which documents were cut and how long they were (lengths count the raw text, before escaping).
@@ -65,8 +73,10 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 from judging.errors import PromptError
+from judging.pages import Document, ImageLimits, doc_image, doc_text, encode_image, message_text
 from judging.records import STAGES, content_hash
 
 #: Appended to a document cut to fit the window budget (after escaping, so it is visible as-is).
@@ -307,33 +317,48 @@ class RenderedWindow:
 
     Attributes
     ----------
-    messages : the chat messages (one ``user`` message holding the rendered template).
+    messages : the chat messages (one ``user`` message holding the rendered template). Its content is a
+        string, or, when documents carry page images, OpenAI content parts: ``{"type": "text", ...}`` and
+        ``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}``, each image right after
+        a text part ending in its label (:data:`IMAGE_LABEL`).
     doc_ids : real ids in window order; ``positional[i]`` names ``doc_ids[i]`` for the judge.
     positional : ``("doc_1", ..., "doc_w")`` (lists: ``("A1", ..., "B1", ...)``).
     truncated_docs : real doc id -> original length (characters) for documents cut to fit.
     n_criteria : K for a rubric window, 0 for a tournament or lists window.
+    images : the positional ids shown with their page image, in order.
+    omitted_images : real ids of documents whose image was left out (past ``max_images``); shown by text.
     """
 
-    messages: tuple[Mapping[str, str], ...]
+    messages: tuple[Mapping[str, Any], ...]
     doc_ids: tuple[str, ...]
     positional: tuple[str, ...]
     truncated_docs: Mapping[str, int]
     n_criteria: int
+    images: tuple[str, ...] = ()
+    omitted_images: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
-        """All message contents joined (what the fake server and the token counter read)."""
-        return "\n".join(m["content"] for m in self.messages)
+        """All message texts joined (image parts left out; what the token counter's text share reads)."""
+        return "\n".join(message_text(m["content"]) for m in self.messages)
+
+
+#: The text just before a page image, naming the document it shows.
+IMAGE_LABEL = "[page image of {pid}]"
+#: The line of a document whose image was left out (more than ``max_images`` in the window).
+IMAGE_OMITTED = "[page image of {pid} not shown: at most {n} images per window]"
+_SENTINEL = re.compile("\x00IMG(\\d+)\x00")
 
 
 def render_window(
     template: PromptTemplate,
     query_text: str,
     doc_ids: Sequence[str],
-    doc_texts: Sequence[str],
+    doc_texts: Sequence[str | Document],
     *,
     max_window_chars: int | None = None,
     split: int = 0,
+    image_limits: ImageLimits | None = None,
 ) -> RenderedWindow:
     """Render one window.
 
@@ -341,11 +366,19 @@ def render_window(
     ----------
     template : the stage's template.
     query_text : the query as the user wrote it (escaped here).
-    doc_ids, doc_texts : the window's real ids and texts, in presentation order, same length w.
+    doc_ids, doc_texts : the window's real ids and texts, in presentation order, same length w. A text may
+        be a :class:`judging.pages.Document` with a page image: the message content is then a list of
+        parts, the image inside its ``<doc>`` block right after the text part ending in
+        ``[page image of doc_3]``, and its extracted text (if any) after it.
     max_window_chars : budget for the documents' raw text in the window (about 4 characters per token);
         ``None``: no limit. Documents over their share are cut and end with :data:`TRUNCATION_MARKER`.
     split : lists templates only: the length of list A (``doc_ids[:split]``; list B is the rest).
+    image_limits : size and count limits of the images (default :class:`judging.pages.ImageLimits`); the
+        first ``max_images`` images of the window are shown, later documents by their text alone.
     """
+    values_in = list(doc_texts)
+    doc_texts = [doc_text(v) for v in values_in]
+    limits = image_limits or ImageLimits()
     if len(doc_ids) != len(doc_texts):
         raise PromptError(f"render_window: {len(doc_ids)} ids but {len(doc_texts)} texts")
     two_lists = template.stage == "lists"
@@ -360,11 +393,21 @@ def render_window(
     positional = list_positional_ids(len(doc_ids), split) if two_lists else positional_ids(len(doc_ids))
     blocks = []
     truncated: dict[str, int] = {}
-    for pid, did, text, cap in zip(positional, doc_ids, doc_texts, caps, strict=True):
+    encoded, shown, omitted = [], [], []
+    for pid, did, text, cap, value in zip(positional, doc_ids, doc_texts, caps, values_in, strict=True):
         body = escape_text(_cut(text, cap))
         if cap < len(text):
             truncated[did] = len(text)
             body += TRUNCATION_MARKER
+        image = doc_image(value)
+        if image is not None and len(encoded) < limits.max_images:
+            marker = f"\x00IMG{len(encoded)}\x00"
+            encoded.append(encode_image(image, limits, doc_id=did))
+            shown.append(pid)
+            body = IMAGE_LABEL.format(pid=pid) + marker + (f"\n{body}" if body else "")
+        elif image is not None:
+            omitted.append(did)
+            body = IMAGE_OMITTED.format(pid=pid, n=limits.max_images) + (f"\n{body}" if body else "")
         blocks.append(f'<doc id="{pid}">\n{body}\n</doc>')
     if two_lists:
         documents = "\n".join(
@@ -382,14 +425,35 @@ def render_window(
         "DOC_IDS": ", ".join(positional),
     }
     # One pass, so placeholder-like text inside a query or document is never substituted again.
-    content = _PLACEHOLDER.sub(lambda m: values[m.group(1)], template.text)
+    content: Any = _PLACEHOLDER.sub(lambda m: values[m.group(1)], template.text)
+    if encoded:
+        if "\x00" in template.text:
+            raise PromptError(f"prompt {template.name}: holds a NUL character; remove it (windows with page images "
+                              "mark the images' places with it)")
+        content = _parts(content, encoded)
     return RenderedWindow(
         messages=({"role": "user", "content": content},),
         doc_ids=tuple(doc_ids),
         positional=positional,
         truncated_docs=truncated,
         n_criteria=template.n_criteria,
+        images=tuple(shown),
+        omitted_images=tuple(omitted),
     )
+
+
+def _parts(content: str, encoded: Sequence[Any]) -> list[dict[str, Any]]:
+    """``content`` (with image markers) as OpenAI content parts: text, image_url, text, ..."""
+    parts: list[dict[str, Any]] = []
+    at = 0
+    for m in _SENTINEL.finditer(content):
+        if m.start() > at:
+            parts.append({"type": "text", "text": content[at : m.start()]})
+        parts.append({"type": "image_url", "image_url": {"url": encoded[int(m.group(1))].url}})
+        at = m.end()
+    if at < len(content):
+        parts.append({"type": "text", "text": content[at:]})
+    return parts
 
 
 _DOC_BLOCK = re.compile(r'<doc id="(doc_\d+|[AB]\d+)">\n?(.*?)\n?</doc>', re.DOTALL)

@@ -34,6 +34,7 @@ from pathlib import Path
 from judging.errors import JudgeInputError, JudgeVerdictError
 from judging.judge import BaseJudge, JudgeRequest
 from judging.lookup import PerQuery, check_window_inputs
+from judging.pages import doc_text, stamp_images
 from judging.loop import run as run_interruptible
 from judging.parse import ParseResult, echoed_documents, parse_answer
 from judging.procs import ProcessJudge
@@ -152,6 +153,7 @@ async def judge_windows(
     docs: PerQuery[str] = PerQuery(documents)
     check_window_inputs(windows, docs, queries)
 
+    windows = stamp_images(windows, docs, getattr(judge, "image_limits", None))
     families = {stage: judge.family(stage) for stage in {w.stage for w in windows}}
     keyed: dict[str, Window] = {}
     for w in windows:
@@ -207,7 +209,8 @@ async def judge_windows(
                         n_criteria=rendered.n_criteria,
                         finish_reason=completion.finish_reason,
                     )
-                    echoed = echoed_documents(completion.text, window.doc_ids, texts, stage=window.stage,
+                    echoed = echoed_documents(completion.text, window.doc_ids, [doc_text(t) for t in texts],
+                                              stage=window.stage,
                                               finish_reason=completion.finish_reason)
                 if echoed:
                     log.warning(

@@ -19,6 +19,10 @@ From the command line (used by the benchmark; prints ``READY <url>`` once listen
 
     python -m judging.testing_server --synthetic 8 40 0 --latency 0.2
 
+Page images (content parts ``image_url``, :mod:`judging.pages`) are read too: each is recorded in the
+request's ``images`` (the label text just before it, media type, bytes, pixel size) and identifies its
+document by the SHA-256 of its bytes, as given or as encoded within ``image_limits``.
+
 Stage detection: a prompt whose text contains ``"criteria"`` is a rubric window (K = the largest
 ``"C<k>"`` it mentions), anything else a tournament window. Documents the server cannot identify get
 the judge's ``unknown_latent``.
@@ -42,7 +46,10 @@ from typing import Any
 
 from judging.lookup import PerQuery
 from judging.offline import SimulatedJudge, synthetic_dataset
+from judging.pages import Document, ImageLimits, data_url_size, doc_text, encode_image
 from judging.render import TRUNCATION_MARKER, read_rendered
+
+_IMAGE_MARK = re.compile(r"\[image sha256=([0-9a-f]{64})\]")
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,7 @@ class FakeOpenAIServer:
     model_info : extra fields of the one model ``GET /v1/models`` lists (vLLM reports ``max_model_len``).
     props : the JSON ``GET /props`` answers, as llama.cpp's server does (e.g.
         ``{"default_generation_settings": {"n_ctx": 2048}, "total_slots": 1}``); ``None``: 404.
+    image_limits : the limits the client encodes page images with (to recognise a scaled image's document).
     """
 
     def __init__(
@@ -137,7 +145,10 @@ class FakeOpenAIServer:
         port: int = 0,
         model_info: Mapping[str, Any] | None = None,
         props: Mapping[str, Any] | None = None,
+        image_limits: ImageLimits | None = None,
     ) -> None:
+        self.image_limits = image_limits or ImageLimits()
+        self._image_index: dict[str, str] | None = None
         self.model_info = dict(model_info) if model_info else None
         self.props = dict(props) if props is not None else None
         self.trickling = 0  # answers being sent one byte at a time right now
@@ -167,10 +178,27 @@ class FakeOpenAIServer:
         scope = query_id if self._docs.per_query else None
         if scope not in self._text_index:
             items = self._docs.items_for(query_id) if (query_id is not None or not self._docs.per_query) else {}
-            self._text_index[scope] = {text: did for did, text in items.items()}
+            self._text_index[scope] = {doc_text(text): did for did, text in items.items()}
         return self._text_index[scope]
 
+    def _images(self) -> dict[str, str]:
+        """SHA-256 of each document image's bytes (as given and as encoded) -> doc id (built on first use)."""
+        if self._image_index is None:
+            index: dict[str, str] = {}
+            scopes = [None] if not self._docs.per_query else list(self._docs._data)  # noqa: SLF001
+            for q in scopes:
+                for did, value in self._docs.items_for(q).items():
+                    if isinstance(value, Document) and value.image is not None and not value.image.remote:
+                        index[value.image.sha256] = did
+                        sent = encode_image(value.image, self.image_limits, doc_id=did)
+                        index[_url_sha(sent.url)] = did
+            self._image_index = index
+        return self._image_index
+
     def _doc_id(self, query_id: str | None, text: str) -> str | None:
+        mark = _IMAGE_MARK.search(text)
+        if mark is not None:
+            return self._images().get(mark.group(1))
         index = self._index_for(query_id)
         if text in index:
             return index[text]
@@ -232,9 +260,9 @@ class FakeOpenAIServer:
             return self._error(400, "'messages' must be a list")
         from judging.client import REPAIR_MARKER  # noqa: PLC0415 - the client imports litellm lazily only
 
-        repairs, window_texts = [], []
+        repairs, window_texts, images = [], [], []
         for m in messages:  # a re-ask's repair note is cut off: the window's key and text stay the same
-            text = str(m.get("content", ""))
+            text = _flatten(m.get("content", ""), images)
             at = text.find(REPAIR_MARKER)
             if at >= 0:
                 repairs.append(text[at:])
@@ -253,6 +281,7 @@ class FakeOpenAIServer:
             "max_tokens": body.get("max_tokens"),
             "seed": body.get("seed"),
             "messages": messages,
+            "images": images,
             "repair": repairs,
             "extra": {k: v for k, v in body.items() if k not in _KNOWN_FIELDS},
             "authorization_present": "Authorization" in request.headers,
@@ -393,6 +422,44 @@ class FakeOpenAIServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _url_sha(url: str) -> str:
+    """SHA-256 of the bytes of a ``data:`` URL (of the URL itself otherwise)."""
+    if url.startswith("data:"):
+        import base64  # noqa: PLC0415
+
+        try:
+            return hashlib.sha256(base64.b64decode(url.partition(",")[2])).hexdigest()
+        except ValueError:
+            pass
+    return hashlib.sha256(url.encode()).hexdigest()
+
+
+def _flatten(content: Any, images: list[dict[str, Any]]) -> str:
+    """A message content as text: content parts joined, each image written ``[image sha256=<hex>]`` where it
+    was; each image is also appended to ``images`` (label: the last line of the text before it; media type;
+    bytes; pixel size)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return str(content)
+    out = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            out.append(str(part.get("text", "")))
+        elif kind == "image_url":
+            inner = part.get("image_url")
+            url = str(inner.get("url", "") if isinstance(inner, Mapping) else inner)
+            before = "".join(out).rstrip("\n").rsplit("\n", 1)[-1]
+            n_bytes = None
+            if url.startswith("data:"):
+                n_bytes = len(url.partition(",")[2]) * 3 // 4 - url.partition(",")[2][-2:].count("=")
+            images.append({"label": before, "media_type": url[5:].split(";", 1)[0] if url.startswith("data:") else None,
+                           "bytes": n_bytes, "size": data_url_size(url), "url_sha256": _url_sha(url)})
+            out.append(f"[image sha256={_url_sha(url)}]")
+    return "".join(out)
 
 
 def main(argv: list[str] | None = None) -> None:
