@@ -36,6 +36,8 @@ _EXPORTS: dict[str, str] = {
     "data": "data", "schedule": "schedule", "read_run": "data", "read_qrels": "data", "read_pools": "data",
     "read_beir": "data", "read_rows": "data", "check_run_against_pools": "data",
     "ScheduleConfig": "schedule", "schedule_counts": "schedule", "store_tables": "pipeline",
+    # extending a judged pool with a new reranker
+    "extend": "extension", "ExtensionResult": "extension", "read_extension_log": "extension",
     # statistics
     "compare_systems": "stats", "Comparison": "stats", "sensitivity_report": "stats",
     "robustness": "stats", "gain_rank_correlation": "stats",
@@ -91,6 +93,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from rcp_jax.data import check_run_against_pools, read_beir, read_pools, read_qrels, read_rows, read_run
     from rcp_jax.errors import CalibrationError, DataError, RcpError
     from rcp_jax.evaluation import evaluate, leaderboard
+    from rcp_jax.extension import ExtensionResult, extend, read_extension_log
     from rcp_jax.human import ContestSet, contest_verdicts, head_to_head, human_agreement_report, load_contests
     from rcp_jax.list_compare import ListComparison, compare_ideal_lists, compare_ideal_lists_sync, ideal_lists
     from rcp_jax.metrics import PROTOCOLS, Protocol, QueryScore, gain, score_query

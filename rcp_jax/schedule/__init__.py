@@ -59,12 +59,21 @@ Example: drive one query through the tournament with made-up scores standing in 
 Where things live (this package names the public surface above; the modules hold it): constants and counts in
 :mod:`rcp_jax.schedule.config`, shared building blocks in :mod:`rcp_jax.schedule.windows`, rounds 1-2 in
 :mod:`rcp_jax.schedule.rounds`, round 3 in :mod:`rcp_jax.schedule.adaptive`, the rubric in
-:mod:`rcp_jax.schedule.rubric`.
+:mod:`rcp_jax.schedule.rubric`, the windows that extend a judged pool (new documents beside anchors) in
+:mod:`rcp_jax.schedule.anchors`.
 """
 
 from __future__ import annotations
 
 from rcp_jax.schedule.adaptive import adaptive_batch, boundary_values, co_occurrence, pick_segments
+from rcp_jax.schedule.anchors import (
+    DEFAULT_EXTENSION,
+    ExtensionConfig,
+    extension_counts,
+    extension_rubric,
+    extension_tournament,
+    select_anchors,
+)
 from rcp_jax.schedule.config import DEFAULT_CONFIG, ScheduleConfig, ScheduleCounts, ScheduleWarning, schedule_counts
 from rcp_jax.schedule.rounds import tournament_round1, tournament_round2
 from rcp_jax.schedule.rubric import check_rubric_coverage, rasch_abilities, rubric_balanced, rubric_stratified
@@ -90,6 +99,12 @@ __all__ = [
     "rasch_abilities",
     "is_reversed",
     "schedule_order",
+    "ExtensionConfig",
+    "DEFAULT_EXTENSION",
+    "select_anchors",
+    "extension_counts",
+    "extension_tournament",
+    "extension_rubric",
 ]
 
 # doctest.testmod(rcp_jax.schedule) keeps running the example of schedule_counts (defined in schedule.config)
