@@ -7,6 +7,8 @@ Layout::
     <folder>/lists.jsonl        (two-list comparisons)
     <folder>/identity.json      what schedule the windows came from (written by the caller that schedules
                                 them, e.g. rcp_jax's pipeline; see :func:`read_identity`)
+    <folder>/extensions.jsonl   what each extension of the judged pools added and when (written by
+                                ``rcp_jax.extension`` under the write lock; the store never reads it)
     <folder>/.lock              fcntl lock of the (single) writer; holds its pid
     <folder>/<stage>.jsonl.torn fragments cut from the end of a file after a crash
 

@@ -303,3 +303,17 @@ def test_refuses_another_judge_or_another_store(world, tmp_path):
     with pytest.raises(DataError, match="no tournament answers"):
         extend(runs, store=tmp_path / "empty", calibration=cal, judge=judge, **texts)
     assert not (tmp_path / "empty").exists()  # refused before anything was written
+
+
+def test_extension_log_survives_a_torn_last_line(tmp_path):
+    append_event(tmp_path, "started", "extend_a", depth=10)
+    with open(tmp_path / "extensions.jsonl", "ab") as fh:
+        fh.write(b'{"format":1,"event":"fini')  # a crash mid-write
+    with pytest.warns(UserWarning, match="torn last line"):
+        assert [e["event"] for e in read_extension_log(tmp_path)] == ["started"]
+    append_event(tmp_path, "resumed", "extend_a")  # the torn fragment is moved aside first
+    assert [e["event"] for e in read_extension_log(tmp_path)] == ["started", "resumed"]
+    assert (tmp_path / "extensions.jsonl.torn").read_bytes() == b'{"format":1,"event":"fini\n'
+    (tmp_path / "extensions.jsonl").write_bytes(b'{"event":"started"}\nnot json\n{"event":"x"}\n')
+    with pytest.raises(DataError, match=r"extensions.jsonl, line 2: not an extension event"):
+        read_extension_log(tmp_path)

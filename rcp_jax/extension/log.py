@@ -9,7 +9,8 @@ windows):
 - ``resumed``: a later run of an extension whose ``finished`` is missing (a kill or a judge failure);
 - ``finished``: every window has a valid answer; with the calls this run made.
 
-A crash can leave a torn last line: readers skip it, and the next event starts on a fresh line.
+A crash can leave a torn last line: readers skip it with a warning, and the next append moves it to
+``extensions.jsonl.torn`` first.
 """
 
 from __future__ import annotations
@@ -78,13 +79,9 @@ def append_event(store: str | Path, event: str, extension: str, **fields: Any) -
               "time": datetime.now(UTC).isoformat(timespec="seconds"), **fields}
     path = log_path(store)
     line = (json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_plain) + "\n").encode("utf-8")
+    _cut_torn_tail(path)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        if os.fstat(fd).st_size:  # a torn last line (a crash mid-write) must not swallow this event
-            with open(path, "rb") as fh:
-                fh.seek(-1, os.SEEK_END)
-                if fh.read(1) != b"\n":
-                    line = b"\n" + line
         buf = memoryview(line)
         while buf:
             buf = buf[os.write(fd, buf):]
@@ -92,6 +89,25 @@ def append_event(store: str | Path, event: str, extension: str, **fields: Any) -
     finally:
         os.close(fd)
     return record
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Move a torn last line (a crash mid-write) to ``extensions.jsonl.torn``, so the next event starts a line
+    and the log never holds a bad line in its middle."""
+    if not path.is_file() or not path.stat().st_size:
+        return
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return
+    keep = data.rfind(b"\n") + 1
+    with open(path.with_name(path.name + ".torn"), "ab") as fh:
+        fh.write(data[keep:] + b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    with open(path, "r+b") as fh:
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _plain(value: Any) -> Any:

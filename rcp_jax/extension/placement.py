@@ -55,8 +55,9 @@ def anchored_scores(
         shown = set(sub["doc_id"])
         unseen = [d for d in new if d not in shown]
         if unseen:
-            raise DataError(f"query {q!r}: new document {unseen[0]!r} has no valid tournament answer "
-                            f"({len(unseen)} such); run the extension again to ask its windows")
+            raise DataError(f"query {q!r}: new document {unseen[0]!r} has no usable tournament answer ({len(unseen)} "
+                            "such): its windows' answers are invalid (run the extension again to ask them) or flagged "
+                            "(inspect them; --keep-flagged fits them)")
         index.append(local)
         for _, g in sub.groupby("window_id", sort=True):
             di = np.full(width, -1)
