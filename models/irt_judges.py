@@ -17,9 +17,9 @@ ability ``tau_j theta_i + alpha_j`` is common to every judge, and each judge k a
 
 MAP objective (mean scale, as :mod:`models.irt`): mean binomial NLL over answers + (1 / NC) sum_j
 [(tau_j - 1)^2 / 2 + alpha_j^2 / (2 * 2^2)] + ridge/2 (|u|^2 + |v|^2 + |d|^2 + |l|^2). It is solved by
-Levenberg-Marquardt Newton (:func:`models._newton.lm_newton`) on all parameters at once (dense
-Hessian: 2C + 2Q + 2K parameters, fine up to a few thousand queries), warm-started from the
-one-judge calibration of the pooled answers. Standard errors of delta and log lambda come from the
+Levenberg-Marquardt Newton on all parameters at once (exact dense Hessian by autodiff: 2C + 2Q + 2K
+parameters, fine up to a few thousand queries; one compiled program per problem size gives value,
+gradient and Hessian, and the same Hessian gives the intervals). Standard errors of delta and log lambda come from the
 inverse Hessian at the mode (a Laplace approximation); :mod:`models.bayes_judges` gives the posterior.
 
 Why pooled BT scores: a judge's severity cannot be seen in its tournament (window scores are relative,
@@ -37,7 +37,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from models import irt
-from models._newton import lm_newton
 
 
 @dataclass(frozen=True)
@@ -114,21 +113,52 @@ def _sum_objective(y, query, theta, criterion, judge, passes, trials, ridge, *, 
     return nll + jnp.where(has_data, prior, 0.0).sum() + penalty
 
 
-_OBJECTIVES: dict = {}
+_DERIVS: dict = {}
 
 
-def _objective(c: int, q: int, k: int, fit_scale: bool):
-    """(objective, its jit, the jit of its Hessian) of one problem size, mean scale. One function object per
-    size: it is a static argument of the jit-compiled solver, so the same size never recompiles."""
+def _derivatives(c: int, q: int, k: int, fit_scale: bool):
+    """jit of ``(objective, gradient, Hessian)`` (mean scale) for one problem size, built once per size."""
     key = (c, q, k, fit_scale)
-    if key not in _OBJECTIVES:
+    if key not in _DERIVS:
         def fun(y, query, theta, criterion, judge, passes, trials, ridge):
             total = jnp.maximum(trials.sum(), 1.0)
             return _sum_objective(y, query, theta, criterion, judge, passes, trials, ridge,
                                   c=c, q=q, k=k, fit_scale=fit_scale) / total
 
-        _OBJECTIVES[key] = (fun, jax.jit(fun), jax.jit(jax.hessian(fun)))
-    return _OBJECTIVES[key]
+        def derivs(y, *args):
+            value, grad = jax.value_and_grad(fun)(y, *args)
+            return value, grad, jax.hessian(fun)(y, *args)
+
+        _DERIVS[key] = jax.jit(derivs)
+    return _DERIVS[key]
+
+
+def _levenberg_marquardt(derivs, y, args, *, max_iter: int, tol: float):
+    """Damped Newton (one problem, host loop; every step is one compiled call): returns (y, f, H, iterations,
+    converged). A step is accepted when it does not raise the objective; the damping ``mu`` (relative to the
+    largest Hessian diagonal) shrinks after an accepted step and grows after a rejected one."""
+    f, g, h = (np.asarray(x, np.float64) for x in derivs(jnp.asarray(y), *args))
+    mu, eps, converged, it = 1e-3, np.finfo(np.float64).eps, False, 0
+    eye = np.eye(len(y))
+    for it in range(1, max_iter + 1):  # noqa: B007 - the count is returned
+        scale = max(float(np.abs(np.diag(h)).max()), 1e-12)
+        try:
+            step = np.linalg.solve(h + mu * scale * eye, g)
+        except np.linalg.LinAlgError:
+            step = np.full_like(y, np.nan)
+        y_new = y - step
+        out = [np.asarray(x, np.float64) for x in derivs(jnp.asarray(y_new), *args)] if np.isfinite(step).all() else None
+        if out is not None and np.isfinite(out[0]) and out[0] <= f + 16 * eps * (abs(f) + 1.0):
+            y, (f, g, h) = y_new, out
+            mu = max(mu / 4.0, 1e-10)
+            if np.abs(step).max() < tol:
+                converged = True
+                break
+        else:
+            mu = min(mu * 8.0, 1e10)
+            if mu >= 1e10:
+                break
+    return y, float(f), h, it, converged
 
 
 def padded_arrays(cells: JudgeCells, multiple: int = 1024) -> list[np.ndarray]:
@@ -176,26 +206,27 @@ def fit_pooled_judges(
         cells: the answers (:class:`JudgeCells`); at least 2 criteria.
         fit_scale: fit a discrimination scale per judge (else every scale is 1).
         ridge: L2 penalty on the raw parameters u, v, d, l (sum scale: ``ridge * NC / 2 * |.|^2``).
-        init: warm start of u, v, t, alpha (default :func:`one_judge_start`).
+        init: warm start of u, v, t, alpha (e.g. :func:`one_judge_start`; default u = v = 0, tau = 1, alpha = 0).
         max_iter, tol: Newton iteration cap and step tolerance.
 
     Returns:
         :class:`PooledJudgesFit`.
     """
     c, q, k = cells.n_criteria, cells.n_queries, cells.n_judges
-    init = one_judge_start(cells, ridge=ridge) if init is None else init
-    parts = [init.u, init.v, init.t, init.alpha, np.zeros(k)] + ([np.zeros(k)] if fit_scale else [])
+    if init is None:
+        u0, v0, t0, a0 = np.zeros(c), np.zeros(c), np.full(q, irt._SOFTPLUS_INV_ONE), np.zeros(q)
+    else:
+        u0, v0, t0, a0 = init.u, init.v, init.t, init.alpha
+    parts = [u0, v0, t0, a0, np.zeros(k)] + ([np.zeros(k)] if fit_scale else [])
     y0 = np.concatenate([np.asarray(p, np.float64) for p in parts])
-    fun, value, hessian = _objective(c, q, k, fit_scale)
+    derivs = _derivatives(c, q, k, fit_scale)
     with jax.enable_x64(True):
         arrays = [jnp.asarray(x) for x in padded_arrays(cells)]
-        args = tuple(x[None] for x in arrays) + (jnp.full((1,), ridge, jnp.float64),)
-        y, iters, conv = lm_newton(fun, jnp.asarray(y0)[None], args, max_iter=max_iter, tol=tol)
-        y = y[0]
-        objective = float(value(y, *arrays, ridge))
-        hess = hessian(y, *arrays, ridge) * jnp.maximum(arrays[5].sum(), 1.0)  # sum scale
-        cov = np.asarray(jnp.linalg.pinv(hess, hermitian=True))
-        u, v, t, a, d, l = (np.asarray(x, np.float64) for x in _unpack(y, c, q, k, fit_scale))
+        args = (*arrays, jnp.asarray(ridge, jnp.float64))
+        y, objective, hess, iters, conv = _levenberg_marquardt(derivs, y0, args, max_iter=max_iter, tol=tol)
+        total = max(float(np.asarray(cells.trials, np.float64).sum()), 1.0)
+        cov = np.linalg.pinv(hess * total, hermitian=True)  # the sum-scale Hessian's inverse
+        u, v, t, a, d, l = (np.asarray(x, np.float64) for x in _unpack(jnp.asarray(y), c, q, k, fit_scale))
         gamma, beta = (np.asarray(x, np.float64) for x in irt.item_parameters(jnp.asarray(u), jnp.asarray(v)))
     centre = np.eye(k) - 1.0 / k
     i0 = 2 * c + 2 * q
@@ -208,7 +239,7 @@ def fit_pooled_judges(
     return PooledJudgesFit(
         gamma=gamma, beta=beta, tau=np.logaddexp(0.0, t), alpha=a, delta=d - d.mean(),
         delta_se=np.sqrt(np.clip(np.diag(delta_cov), 0.0, None)), scale=np.exp(l - l.mean()),
-        log_scale_se=log_scale_se, objective=objective, iterations=int(iters), converged=bool(conv[0]),
+        log_scale_se=log_scale_se, objective=objective, iterations=int(iters), converged=bool(conv),
     )
 
 

@@ -99,6 +99,40 @@ def _check_one_schedule(tables) -> None:
             seen.setdefault(key, (name, docs))
 
 
+_SEP = "\x1f"  # joins a judge's name to a query id inside the one batched BT fit (never in an id)
+
+
+def _bt_scores(tables, *, float64: bool) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """(pooled BT scores, name -> the judge's own BT scores), from one batched fit.
+
+    The pooled tournament (every judge's windows of a query together, each window keeping its judge in its
+    id) and each judge's own tournament (its queries renamed ``name<US>query``) go through one
+    :func:`rcp_jax.tournament.fit_bradley_terry` call: queries are fitted independently, so the scores
+    are those of separate fits, and the batch compiles once.
+    """
+    parts = []
+    for name, (ws, _) in tables.items():
+        ws = ws.assign(query_id=ws["query_id"].astype(str), window_id=ws["window_id"].astype(str))
+        parts.append(ws.assign(window_id=name + "|" + ws["window_id"]))
+        parts.append(ws.assign(query_id=name + _SEP + ws["query_id"]))
+    bt = fit_bradley_terry(pd.concat(parts, ignore_index=True), float64=float64)
+    bt["query_id"] = bt["query_id"].astype(str)
+    bt["doc_id"] = bt["doc_id"].astype(str)
+    own = bt["query_id"].str.contains(_SEP, regex=False)
+    split = bt.loc[own, "query_id"].str.split(_SEP, n=1, expand=True)
+    mine = bt.loc[own].assign(_judge=split[0], query_id=split[1])
+    comps = bt.attrs.get("n_components") if isinstance(bt.attrs.get("n_components"), dict) else {}
+    per_judge = {}
+    for name in tables:
+        table = mine.loc[mine["_judge"] == name].drop(columns="_judge").reset_index(drop=True)
+        table.attrs = {"n_components": {q.split(_SEP, 1)[1]: n for q, n in comps.items()
+                                        if q.startswith(name + _SEP)}}
+        per_judge[name] = table
+    pooled = bt.loc[~own].reset_index(drop=True)
+    pooled.attrs = {"n_components": {q: n for q, n in comps.items() if _SEP not in q}}
+    return pooled, per_judge
+
+
 def _cells(bt: pd.DataFrame, tables, names: list[str], crit: list[str]):
     from models.irt_judges import JudgeCells
 
@@ -192,11 +226,7 @@ def fit_judges(
         raise DataError(f"the interval mass must be in (0, 1), got {ci_prob}")
     crit = _check_tables(tables)
     names = list(tables)
-    pooled_ws = pd.concat([ws.assign(window_id=f"{name}|" + ws["window_id"].astype(str))
-                           for name, (ws, _) in tables.items()], ignore_index=True)
-    bt = fit_bradley_terry(pooled_ws, float64=float64)
-    bt["query_id"] = bt["query_id"].astype(str)
-    bt["doc_id"] = bt["doc_id"].astype(str)
+    bt, own_bt = _bt_scores(tables, float64=float64)
     cells, queries, answers = _cells(bt, tables, names, crit)
     fit = fit_pooled_judges(cells, fit_scale=fit_scale)
     if not fit.converged:
@@ -220,8 +250,8 @@ def fit_judges(
     per_judge = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # each judge's own warnings are those of its own fit
-        for name, (ws, ans) in tables.items():
-            per_judge[name] = calibrate(fit_bradley_terry(ws, float64=float64), ans, float64=float64)
+        for name, (_, ans) in tables.items():
+            per_judge[name] = calibrate(own_bt[name], ans, float64=float64)
     return JudgesFit(judges=names, calibration=_pooled_calibration(fit, bt, answers, queries, crit, names),
                      per_judge=per_judge, offsets=offsets,
                      agreement=judge_agreement({n: tables[n][1] for n in names}), bt=bt, method=method,
