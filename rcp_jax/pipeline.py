@@ -84,8 +84,9 @@ class PipelineInput:
         qrels: pd.DataFrame | None = None,
         dataset: str = "default",
     ) -> PipelineInput:
-        """Build from tables: ``corpus`` (doc_id, [title,] text), ``queries`` (query_id, text), ``pools``
-        (query_id, doc_id[, rank]; pool order = rank, else row order). Title and text are joined."""
+        """Build from tables: ``corpus`` (doc_id, [title,] text[, image]), ``queries`` (query_id, text), ``pools``
+        (query_id, doc_id[, rank]; pool order = rank, else row order). Title and text are joined; a document
+        with an ``image`` (a file path or URL) becomes a :class:`judging.pages.Document` (text and page image)."""
         if "rank" in pools.columns:
             pools = pools.sort_values(["query_id", "rank"], kind="stable")
         pool_map: dict[str, list[str]] = {}
@@ -94,7 +95,13 @@ class PipelineInput:
         title = corpus["title"].fillna("").astype(str) if "title" in corpus.columns else pd.Series("", index=corpus.index)
         body = corpus["text"].fillna("").astype(str)
         texts = [f"{t}. {b}" if t and b else (t or b) for t, b in zip(title, body)]
-        documents = dict(zip(corpus["doc_id"].astype(str), texts))
+        documents: dict = dict(zip(corpus["doc_id"].astype(str), texts))
+        if "image" in corpus.columns:
+            from judging.pages import Document, PageImage
+
+            for d, image in zip(corpus["doc_id"].astype(str), corpus["image"].fillna("").astype(str)):
+                if image:
+                    documents[d] = Document(documents[d], PageImage(image))
         needed = {d for docs in pool_map.values() for d in docs}
         missing = sorted(needed - documents.keys())
         if missing:

@@ -39,6 +39,10 @@ def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = Fa
     g.add_argument("--max-queries", type=int, default=None, metavar="N",
                    help="only the first N queries in the queries file's order (among the pooled ones when --pools is "
                         "given; after --queries), a deterministic subset to try the flow on (default: all)")
+    g.add_argument("--images", type=Path, default=None, metavar="DIR",
+                   help="folder of page images named by document id (<doc_id>.png, .jpg or .jpeg): those documents "
+                        "are judged as images (with their text, if any); see the README, Judging page images "
+                        "(default: none; a corpus may also name each document's image in an 'image' field)")
     g.add_argument("--missing-text", choices=["error", "warn", "drop"], default="error",
                    help="a POOLED document without text or title: refuse (error, the default), judge it empty with a "
                         "warning (warn), or remove it from its pool (drop); empty documents never pooled do not matter")
@@ -59,6 +63,10 @@ def load_collection(args) -> tuple[Any, pd.DataFrame | None]:
         col = data.read_beir(args.dataset, split=args.split, missing_text="keep", strict=False)
     else:
         col = data.read_rows(args.rows, missing_text="keep")
+    if getattr(args, "images", None) is not None:
+        from rcp_jax.data.collection import attach_images
+
+        col = dataclasses.replace(col, corpus=attach_images(col.corpus, args.images))
     if args.qrels:
         col = dataclasses.replace(col, qrels=data.read_qrels(args.qrels))
     pools = data.read_pools(args.pools) if getattr(args, "pools", None) else col.pools

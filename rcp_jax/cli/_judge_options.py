@@ -112,6 +112,9 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
                         "(0 for your own server); give with --output-cost-per-token (default: litellm's price map)")
     g.add_argument("--output-cost-per-token", type=_price, default=None, metavar="USD",
                    help="price of one answer token in USD; give with --input-cost-per-token (default: litellm's map)")
+    from rcp_jax.cli._image_options import add_image_options
+
+    add_image_options(p)
 
 
 def extra_params(text: str | None) -> dict[str, Any]:
@@ -167,6 +170,9 @@ def build_judge(args, latent: dict | None):
         )
         if endpoints:
             info = combined_server_info([probe_server(e.api_base, args.model) for e in endpoints])
+    from rcp_jax.cli._image_options import image_limits
+
+    judge.image_limits = image_limits(args)
     judge.max_attempts = get("max_attempts")
     judge.stop_after_invalid = get("stop_after_invalid")
     concurrency = get("concurrency", "auto")

@@ -11,6 +11,11 @@ own top ``--depth``, less the documents the swapped-in positives displaced (they
 they are the fusion's lowest-ranked, so nDCG@k is exact while ``k <= depth - swapped``). With
 ``--baselines-out`` the built-in lexical retrievers also rerank every pool (``bm25``, ``bm25_stem``,
 ``qlm`` scoring each pooled document), baselines to compare a reranker against.
+
+Page images (``--images DIR`` or an ``image`` field in the corpus): pooling stays text-based. The lexical
+retrievers read a document's text (a page's extracted text, when given); a page image without text is
+invisible to them and says so: it enters a pool only through ``--runs`` (e.g. a visual retriever's run) or as
+a qrel positive swapped in. A corpus whose every document is such an image needs ``--runs``.
 """
 
 from __future__ import annotations
@@ -82,6 +87,11 @@ def run(args) -> int:
         raise DataError(f"--depth must be >= 1, got {args.depth}")
     queries = set(col.queries["query_id"].astype(str))
     empty = set(col.corpus.attrs.get("empty", ()))
+    image_only = _image_only(col.corpus)
+    if image_only and len(image_only) == len(col.corpus) and not args.runs:
+        raise DataError(f"every document of the corpus ({len(image_only)}) is a page image without text: the lexical "
+                        "retrievers (BM25, query likelihood) have nothing to read. Pool with --runs (e.g. a visual "
+                        "retriever's run), or give the pages' extracted text in the corpus")
     if args.runs:
         runs = read_runs(args.runs)
         runs = runs.loc[runs["query_id"].astype(str).isin(queries)]
@@ -128,6 +138,16 @@ def run(args) -> int:
         lines.append(f"{swapped} qrel positive(s) the retrievers missed were swapped in at the pools' tails: the "
                      "pools file is what the judge reads, NOT a system ranking (do not score it as a run)")
     lines.append(f"first-stage fusion run (tag rrf, pooled documents of its top {args.depth}) -> {run_out}")
+    if "image" in col.corpus.columns:
+        with_image = int((col.corpus["image"].astype(str) != "").sum())
+        pooled_images = int(pool["doc_id"].astype(str).isin(set(col.corpus.loc[col.corpus["image"].astype(str) != "",
+                                                                               "doc_id"].astype(str))).sum())
+        payload.update(documents_with_image=with_image, image_only_documents=len(image_only),
+                       pooled_with_image=pooled_images)
+        how = "the runs' rankings" if args.runs else "text only (BM25, query likelihood)"
+        lines.append(f"page images: {with_image} document(s) have one ({pooled_images} pooled); pooling used {how}; "
+                     f"{len(image_only)} image(s) without text " + ("are ranked only by the runs" if args.runs else
+                     "are invisible to the lexical retrievers (pooled only as qrel positives; use --runs for more)"))
     if args.baselines_out:
         cand = pool[["query_id", "doc_id"]]
         base = pd.concat([
@@ -141,6 +161,14 @@ def run(args) -> int:
     lines.append(f"next: rcp-jax judge --pools {args.out} ...")
     emit(args, payload, "\n".join(lines))
     return 0
+
+
+def _image_only(corpus) -> set[str]:
+    """Ids of the documents that are a page image with neither text nor title."""
+    if "image" not in corpus.columns:
+        return set()
+    blank = (corpus["text"].astype(str).str.strip() == "") & (corpus["title"].astype(str).str.strip() == "")
+    return set(corpus.loc[blank & (corpus["image"].astype(str) != ""), "doc_id"].astype(str))
 
 
 def _refuse_empty_pooled(pool, empty: set, qrels, policy: str) -> None:

@@ -6,6 +6,12 @@ A document with neither text nor title has "missing text" and is refused unless 
 the documents it will actually judge (:func:`check_pooled_texts`: the command line does this, so an empty
 document that is never pooled does not matter). :func:`select_queries` picks a query subset (the CLI's
 ``--queries`` / ``--max-queries``). The tables and formats are described in :mod:`rcp_jax.data`.
+
+Page images: a corpus may carry an ``image`` column (BEIR-style ``image`` field): a PNG/JPEG file path
+(relative paths count from the corpus file's folder), an ``http(s)`` URL or a ``data:`` URL; a document
+is then text, an image or both, and a document with an image is never "missing text". A folder of page
+images named by document id (``<doc_id>.png``, ``.jpg`` or ``.jpeg``) is attached with
+:func:`attach_images` (the CLI's ``--images DIR``).
 """
 
 from __future__ import annotations
@@ -33,10 +39,17 @@ def _blank(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip())
 
 
+def _has_image(df: pd.DataFrame) -> np.ndarray:
+    """bool[n]: which rows carry a page image."""
+    if "image" not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    return np.array([not _blank(v) for v in df["image"]], dtype=bool)
+
+
 def _missing_text(df: pd.DataFrame, missing_text: str) -> pd.DataFrame:
     if missing_text not in _MISSING_TEXT:
         raise ValueError(f"missing_text must be one of {_MISSING_TEXT}, got {missing_text!r}")
-    empty = np.array([_blank(t) and _blank(h) for t, h in zip(df["text"], df["title"])], dtype=bool)
+    empty = np.array([_blank(t) and _blank(h) for t, h in zip(df["text"], df["title"])], dtype=bool) & ~_has_image(df)
     if not empty.any():
         return df
     ids = [str(d) for d in df.loc[empty, "doc_id"]]
@@ -66,16 +79,26 @@ def read_corpus(path: str | Path, *, fmt: str | None = None, missing_text: str =
             removes them from the pools), or ``"keep"`` (keep it silently, listed in ``attrs["empty"]``;
             then apply a policy to the pooled documents only with :func:`check_pooled_texts`).
 
+    A corpus with an ``image`` column (file path, URL or data URL; module docstring) may leave ``text`` out.
+
     Returns:
-        DataFrame ``doc_id, title, text`` (str; a missing title is ""), index = source line.
+        DataFrame ``doc_id, title, text[, image]`` (str; a missing title, text or image is ""; image paths made
+        absolute), index = source line.
 
     Raises:
-        DataError: a duplicate or empty id, missing columns, a missing text (by default), bad UTF-8.
+        DataError: a duplicate or empty id, missing columns, a missing text (by default), bad UTF-8, an image
+            file that does not exist.
     """
     path = _path(path)
-    df = _rename(_read_table(path, _table_format(path, fmt, "a corpus")), ["doc_id", "text"], ["title"], what="a corpus")
-    if "title" not in df.columns:
-        df["title"] = ""
+    raw = _read_table(path, _table_format(path, fmt, "a corpus"))
+    images = "image" in raw.columns
+    wanted, optional = (["doc_id"], ["text", "title", "image"]) if images else (["doc_id", "text"], ["title"])
+    df = _rename(raw, wanted, optional, what="a corpus")
+    for col in ("title", "text"):
+        if col not in df.columns:
+            df[col] = ""
+    if images:
+        df["image"] = _image_sources(df, path.parent)
     df = _ids(df, ["doc_id"], "the corpus")
     dup = _first_duplicate(df, ["doc_id"])
     if dup is not None:
@@ -84,7 +107,63 @@ def read_corpus(path: str | Path, *, fmt: str | None = None, missing_text: str =
     df = _missing_text(df, missing_text)
     for col in ("title", "text"):
         df[col] = ["" if _blank(v) else str(v) for v in df[col]]
-    return df.loc[:, ["doc_id", "title", "text"]]
+    return df.loc[:, ["doc_id", "title", "text"] + (["image"] if images else [])]
+
+
+def _image_sources(df: pd.DataFrame, base: Path) -> list[str]:
+    """The ``image`` column as strings: URLs as given, file paths absolute (relative to ``base``) and existing."""
+    out = []
+    for label, value in zip(df.index, df["image"]):
+        if _blank(value):
+            out.append("")
+            continue
+        if not isinstance(value, str):
+            raise DataError(f"{_where(df, label)}: image {value!r} is not a string; give a PNG/JPEG file path, an "
+                            "http(s) URL or a data: URL")
+        value = value.strip()
+        if value.startswith(("http://", "https://", "data:")):
+            out.append(value)
+            continue
+        file = Path(value) if Path(value).is_absolute() else base / value
+        if not file.is_file():
+            raise DataError(f"{_where(df, label)}: image file {value!r} not found (looked for {file}); relative paths "
+                            "count from the corpus file's folder")
+        out.append(str(file.resolve()))
+    return out
+
+
+def attach_images(corpus: pd.DataFrame, folder: str | Path) -> pd.DataFrame:
+    """``corpus`` with the page images of ``folder`` (files ``<doc_id>.png``, ``.jpg`` or ``.jpeg``) in its ``image``
+    column; a document without a file keeps its own image (or none). Images named by no document are ignored
+    with one warning.
+
+    Raises:
+        DataError: ``folder`` is not a folder, holds no page image, or none of its images names a document.
+    """
+    folder = _path(folder)
+    if not folder.is_dir():
+        raise DataError(f"--images {folder}: not a folder; give the folder of page images named <doc_id>.png or .jpg")
+    suffixes = (".png", ".jpg", ".jpeg")
+    files = {p.stem: p for p in sorted(folder.iterdir()) if p.suffix.lower() in suffixes and p.is_file()}
+    if not files:
+        raise DataError(f"--images {folder}: no .png, .jpg or .jpeg file; name each page image <doc_id>.png")
+    ids = corpus["doc_id"].astype(str)
+    known = set(ids)
+    unmatched = sorted(set(files) - known)
+    if len(unmatched) == len(files):
+        raise DataError(f"--images {folder}: none of its {len(files)} images is named by a document id of the corpus "
+                        f"(e.g. {unmatched[0]!r} vs documents {', '.join(map(repr, list(ids[:3])))}); name each file "
+                        "<doc_id>.png")
+    if unmatched:
+        warnings.warn(f"--images {folder}: {len(unmatched)} image(s) named by no document of the corpus were ignored: "
+                      f"{', '.join(unmatched[:10])}", UserWarning, stacklevel=2)
+    out = corpus.copy()
+    old = out["image"] if "image" in out.columns else pd.Series("", index=out.index)
+    out["image"] = [str(files[d].resolve()) if d in files else v for d, v in zip(ids, old)]
+    out.attrs = dict(corpus.attrs)
+    if "empty" in out.attrs:  # a document given an image here is no longer empty
+        out.attrs["empty"] = [d for d in out.attrs["empty"] if d not in files]
+    return out
 
 
 def read_queries(path: str | Path, *, fmt: str | None = None) -> pd.DataFrame:
@@ -284,6 +363,7 @@ def check_pooled_texts(
     if missing_text == "keep" or pools is None or not len(pools):
         return pools
     blank = np.array([_blank(t) and _blank(h) for t, h in zip(corpus["text"], corpus.get("title", corpus["text"]))], dtype=bool)
+    blank &= ~_has_image(corpus)
     empty = set(corpus.loc[blank, "doc_id"].astype(str))
     if not empty:
         return pools
