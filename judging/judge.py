@@ -16,6 +16,7 @@ from judging.pages import ImageLimits, approx_image_tokens, message_images, mess
 from judging.parse import PARSER_VERSION
 from judging.records import STAGES, JudgeFamily, Usage, Window
 from judging.render import PromptTemplate, RenderedWindow, builtin_template, render_window
+from judging.rubric import Rubric
 
 #: Default budget for a window's document text: ~15k tokens at ~4 characters per token.
 DEFAULT_MAX_WINDOW_CHARS = 60_000
@@ -89,13 +90,18 @@ class Ledger:
         return dict(self.__dict__)
 
 
-def resolve_prompts(prompts: Mapping[str, PromptTemplate | str] | None) -> dict[str, PromptTemplate]:
-    """Built-in templates, overridden per stage by ``prompts`` (a :class:`PromptTemplate`, or a plain
-    string taken as the text of a custom template; a custom rubric string keeps K = 5)."""
+def resolve_prompts(prompts: Mapping[str, PromptTemplate | Rubric | str] | None) -> dict[str, PromptTemplate]:
+    """Built-in templates, overridden per stage by ``prompts`` (a :class:`PromptTemplate`; for ``"rubric"`` a
+    :class:`judging.rubric.Rubric`, e.g. ``load_rubric("my.toml")``, whose criteria fill the built-in rubric
+    prompt; or a plain string taken as the text of a custom template; a custom rubric string keeps K = 5)."""
     out = {stage: builtin_template(stage) for stage in STAGES}
     for stage, value in (prompts or {}).items():
         if stage not in STAGES:
             raise PromptError(f"prompts: unknown stage {stage!r}; stages are {STAGES}")
+        if isinstance(value, Rubric):
+            if stage != "rubric":
+                raise PromptError(f"prompts[{stage!r}] is a rubric; a rubric only sets the 'rubric' stage's prompt")
+            value = value.template()
         if isinstance(value, str):
             value = PromptTemplate(stage=stage, text=value, n_criteria=5 if stage == "rubric" else 0)
         if value.stage != stage:
@@ -132,7 +138,7 @@ class BaseJudge:
         self,
         model: str,
         *,
-        prompts: Mapping[str, PromptTemplate | str] | None = None,
+        prompts: Mapping[str, PromptTemplate | Rubric | str] | None = None,
         max_window_chars: int | None = DEFAULT_MAX_WINDOW_CHARS,
     ) -> None:
         self.model = model
@@ -153,6 +159,7 @@ class BaseJudge:
             parser_version=PARSER_VERSION,
             decoding=self.decoding(),
             n_criteria=template.n_criteria,
+            rubric=template.rubric.summary() if template.rubric is not None and not template.rubric.builtin else None,
         )
 
     def render(self, window: Window, query_text: str, doc_texts: Sequence[str]) -> RenderedWindow:

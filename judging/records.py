@@ -142,6 +142,10 @@ class JudgeFamily:
     parser_version : :data:`judging.parse.PARSER_VERSION` that validated the answer.
     decoding : temperature, max tokens, structured-output mode, text budget, ... (JSON-able values).
     n_criteria : K of a rubric family (criteria C1..CK); 0 for a tournament family.
+    rubric : a rubric family judged with a rubric file other than the built-in one: its summary
+        ``{"name", "hash", "criteria": [names], "source"}`` (:meth:`judging.rubric.Rubric.summary`), whose
+        ``hash`` enters the family id; ``None`` otherwise (the built-in rubric's families keep the ids they had
+        before rubric files existed; :func:`judging.rubric.family_rubric` names their rubric).
     """
 
     model: str
@@ -149,6 +153,7 @@ class JudgeFamily:
     parser_version: str
     decoding: Mapping[str, Any] = field(default_factory=dict)
     n_criteria: int = 0
+    rubric: Mapping[str, Any] | None = None
 
     @property
     def family_id(self) -> str:
@@ -156,16 +161,22 @@ class JudgeFamily:
         return content_hash(self._payload())
 
     def _payload(self) -> dict[str, Any]:
-        return {
+        out = {
             "model": self.model,
             "prompt_hash": self.prompt_hash,
             "parser_version": self.parser_version,
             "decoding": dict(self.decoding),
             "n_criteria": self.n_criteria,
         }
+        if self.rubric:  # only rubric-file families carry it, so other families keep their ids
+            out["rubric"] = self.rubric["hash"]
+        return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self._payload(), "family_id": self.family_id}
+        out = {**self._payload(), "family_id": self.family_id}
+        if self.rubric:
+            out["rubric"] = dict(self.rubric)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JudgeFamily:
@@ -175,6 +186,7 @@ class JudgeFamily:
             parser_version=str(data["parser_version"]),
             decoding=dict(data.get("decoding", {})),
             n_criteria=int(data.get("n_criteria", 0)),
+            rubric=dict(data["rubric"]) if data.get("rubric") else None,
         )
 
 

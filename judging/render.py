@@ -71,7 +71,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -96,12 +96,16 @@ class PromptTemplate:
     text : the template text with ``{{QUERY}}`` and ``{{DOCUMENTS}}`` placeholders.
     n_criteria : K for a rubric template (criteria C1..CK), 0 for a tournament or lists template.
     name : a label for messages (``"builtin:tournament"``, a file name, ...).
+    rubric : the :class:`judging.rubric.Rubric` a rubric template was made from
+        (:meth:`judging.rubric.Rubric.template`), recorded in the judge's rubric family; ``None`` for other
+        templates. Not part of :attr:`hash` (the criteria are in the text already).
     """
 
     stage: str
     text: str
     n_criteria: int = 0
     name: str = "custom"
+    rubric: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.stage not in STAGES:
@@ -124,9 +128,14 @@ class PromptTemplate:
 
 
 def builtin_template(stage: str) -> PromptTemplate:
-    """The project's own template for ``stage`` (rubric: the five criteria C1..C5 of METHOD section 2)."""
+    """The project's own template for ``stage`` (rubric: ``prompts/rubric.txt`` filled with the built-in rubric,
+    the five criteria C1..C5 of METHOD section 2; see :mod:`judging.rubric`)."""
     if stage not in STAGES:
         raise PromptError(f"no built-in prompt for stage {stage!r}; stages are {STAGES}")
+    if stage == "rubric":
+        from judging.rubric import builtin_rubric  # noqa: PLC0415 - judging.rubric imports this module
+
+        return builtin_rubric().template()
     text = resources.files("judging").joinpath("prompts", f"{stage}.txt").read_text(encoding="utf-8")
     return PromptTemplate(stage=stage, text=text, n_criteria=5 if stage == "rubric" else 0, name=f"builtin:{stage}")
 
