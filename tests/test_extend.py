@@ -222,6 +222,10 @@ def test_cli_round_trip_extends_resumes_and_evaluates(world, capsys):
     runs = read_run(world["run"])
     plan = plan_extension(runs, cal, store=world["store"], depth=N_OLD + N_NEW)
     assert len(plan.new_documents) == N_Q * N_NEW
+    assert _cli_extend(world, "--estimate", "--json") == 0  # plans, asks and writes nothing
+    estimate = json.loads(capsys.readouterr().out)
+    assert estimate["planned_calls"] == plan.calls and estimate["new_documents"] == N_Q * N_NEW
+    assert read_extension_log(world["store"]) == []
     pools = pd.read_csv(world["pools"], dtype=str)
     added = plan.new_documents.groupby("query_id")["doc_id"].agg(list)  # in the order the CLI draws them
     grown = {q: list(g["doc_id"]) + added[q] for q, g in pools.groupby("query_id")}
