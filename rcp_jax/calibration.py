@@ -76,6 +76,9 @@ class Calibration:
             without placements).
         method: ``map`` (frozen-BT 2PL) or ``rubric_only``.
         info: fit diagnostics (objective, iterations, converged, ...).
+        rubric: the rubric the answers were given to, ``{"name", "hash", "criteria": [K names], "source"}``
+            (:meth:`judging.rubric.Rubric.summary`; set by ``rcp-jax fit`` from the store), or ``None`` when
+            unknown. Its names label reports and plots (:attr:`labels`); ``criteria`` stays ``C1..CK``.
     """
 
     criteria: list[str]
@@ -85,6 +88,13 @@ class Calibration:
     documents: pd.DataFrame
     method: str = "map"
     info: dict = field(default_factory=dict)
+    rubric: dict | None = None
+
+    @property
+    def labels(self) -> list[str]:
+        """Criterion names for reports: the rubric's names, or ``C1..CK`` when the rubric is unknown."""
+        names = list((self.rubric or {}).get("criteria") or [])
+        return names if len(names) == len(self.criteria) else list(self.criteria)
 
     def gains(self) -> pd.DataFrame:
         """``query_id, doc_id, gain`` of every calibrated document."""
@@ -456,7 +466,7 @@ def _with_resting_criteria(fit, crit: list[str], informative: np.ndarray, passes
 
 
 def save_calibration(calibration: Calibration, folder) -> None:
-    """Write a calibration to ``folder``: ``items.json`` (criteria, gamma, beta, method, info),
+    """Write a calibration to ``folder``: ``items.json`` (criteria, gamma, beta, method, info[, rubric]),
     ``queries.csv`` and ``documents.csv``; each file atomically, floats at full precision.
 
     ``items.json`` is written last and records the SHA-256 of the two tables, so a folder left half
@@ -474,7 +484,8 @@ def save_calibration(calibration: Calibration, folder) -> None:
     atomic_write_json(
         folder / "items.json",
         {"criteria": calibration.criteria, "gamma": calibration.gamma, "beta": calibration.beta,
-         "method": calibration.method, "info": calibration.info, "files": digests},
+         "method": calibration.method, "info": calibration.info, "files": digests,
+         **({"rubric": calibration.rubric} if calibration.rubric else {})},
     )
 
 
@@ -517,5 +528,5 @@ def load_calibration(folder) -> Calibration:
     return Calibration(
         criteria=list(items["criteria"]), gamma=np.asarray(items["gamma"], dtype=np.float64),
         beta=np.asarray(items["beta"], dtype=np.float64), queries=queries, documents=documents,
-        method=items.get("method", "map"), info=items.get("info", {}),
+        method=items.get("method", "map"), info=items.get("info", {}), rubric=items.get("rubric"),
     )

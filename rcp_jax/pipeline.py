@@ -31,6 +31,7 @@ from judging.errors import InvalidAnswersError
 from judging.loop import Interrupted
 from judging.loop import run as run_interruptible
 from judging.records import Judgement, Window, content_hash
+from judging.rubric import judge_rubric
 from judging.store import JudgementStore
 from rcp_jax import schedule as S
 from rcp_jax.calibration import Calibration, calibrate
@@ -332,7 +333,7 @@ async def _judge_all(collection, pools, *, judge, store: JudgementStore, seed, c
 
     say = log or (lambda _msg: None)
     ds = check_store_identity(store, dataset=collection.dataset, seed=seed, config=config, pools=pools,
-                              dataset_from_store=dataset_from_store, say=log)
+                              dataset_from_store=dataset_from_store, say=log, rubric=judge_rubric(judge))
     common = dict(judge=judge, store=store, documents=collection.documents, queries=collection.queries,
                   concurrency=concurrency)
     calls = 0
@@ -414,6 +415,7 @@ def run_pipeline(
         progress=progress, log=log, keep_flagged=keep_flagged,
     )
     calibration = calibrate(bt, answers)
+    calibration.rubric = judge_rubric(judge)  # names the criteria in reports
     result = PipelineResult(window_scores=window_scores, answers=answers, bt=bt, calibration=calibration, calls=calls)
     if runs is not None:
         pools = pd.DataFrame([(q, d) for q, docs in collection.pools.items() for d in docs], columns=["query_id", "doc_id"])

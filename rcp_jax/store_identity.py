@@ -17,6 +17,8 @@ nothing                  the run resumes
 a recorded query's pool  refused, naming the queries (restore the pools file, or a new ``--store``)
 new queries              judged, and added to the file with a note (a query's windows never depend on
                          the other queries, so a store can grow query by query)
+``rubric`` (its hash)    refused, naming both rubrics (``--rubric <the store's file>`` resumes); an identity
+                         written before rubric files records none: its store was judged with the built-in one
 =======================  ==================================================================================
 
 A store written before identity files existed (no ``identity.json``) is never refused for lacking one:
@@ -34,6 +36,7 @@ The file (JSON, written atomically under the store's lock; format 1)::
       "schedule": {"w": 10, ...},    # rcp_jax.schedule.ScheduleConfig.to_dict()
       "pools_hash": "3f9c...",       # content_hash of {query_id: [doc ids in pool order]}, every recorded query
       "queries": {"q1": {"pool_hash": "a41e...", "documents": 150}, ...},
+      "rubric": {"name": "paper", "hash": "...", "criteria": [...], "source": "builtin:paper"},
       "created": "2026-12-03T13:04:05+00:00",
       "updated": "2026-12-03T13:04:05+00:00",
       "rcp_jax": "0.1.0"
@@ -72,12 +75,14 @@ def pool_hash(doc_ids: Sequence[str]) -> str:
     return content_hash([str(d) for d in doc_ids])
 
 
-def make_identity(dataset: str, seed: int, config: S.ScheduleConfig, pools: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-    """The identity of a run (see the module docstring); ``created``/``updated`` are set when written."""
+def make_identity(dataset: str, seed: int, config: S.ScheduleConfig, pools: Mapping[str, Sequence[str]],
+                  rubric: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The identity of a run (see the module docstring); ``created``/``updated`` are set when written.
+    ``rubric``: the summary of the run's rubric (:meth:`judging.rubric.Rubric.summary`), or ``None``."""
     from rcp_jax import __version__
 
     queries = {str(q): {"pool_hash": pool_hash(docs), "documents": len(docs)} for q, docs in sorted(pools.items())}
-    return {
+    out = {
         "format": FORMAT,
         "kind": KIND,
         "dataset": str(dataset),
@@ -87,6 +92,9 @@ def make_identity(dataset: str, seed: int, config: S.ScheduleConfig, pools: Mapp
         "queries": queries,
         "rcp_jax": __version__,
     }
+    if rubric is not None:
+        out["rubric"] = dict(rubric)
+    return out
 
 
 def _pools_hash(queries: Mapping[str, Mapping[str, Any]]) -> str:
@@ -102,6 +110,7 @@ def check_store_identity(
     pools: Mapping[str, Sequence[str]],
     dataset_from_store: bool = False,
     say=None,
+    rubric: Mapping[str, Any] | None = None,
 ) -> str:
     """Compare this run's identity with the one ``store`` (open, so locked) was judged under; record it.
 
@@ -112,6 +121,8 @@ def check_store_identity(
             another name and nothing else differs, resume under the recorded name (one
             :class:`StoreIdentityNote`).
         say: progress-line callback (first-run and new-query lines).
+        rubric: the summary of this run's rubric (:meth:`judging.rubric.Rubric.summary`); ``None`` checks none
+            (a custom rubric template given in Python).
 
     Returns:
         The dataset name to schedule with (``dataset``, or the recorded one when ``dataset_from_store``).
@@ -121,7 +132,7 @@ def check_store_identity(
             a store without identity file whose stored windows another identity produced.
     """
     say = say or (lambda _msg: None)
-    mine = make_identity(dataset, seed, config, pools)
+    mine = make_identity(dataset, seed, config, pools, rubric)
     recorded = read_identity(store.folder)
     path = store.folder / IDENTITY_FILE
     now = datetime.now(UTC).isoformat(timespec="seconds")
@@ -142,7 +153,7 @@ def check_store_identity(
     if dataset_from_store and recorded["dataset"] != dataset:
         old_name = dataset
         dataset = str(recorded["dataset"])
-        mine = make_identity(dataset, seed, config, pools)
+        mine = make_identity(dataset, seed, config, pools, rubric)
         note = (f"resuming judgement store {store.folder} under its recorded dataset name {dataset!r} (this run's "
                 f"default was {old_name!r}); pass --name to choose a name explicitly")
     else:
@@ -155,9 +166,12 @@ def check_store_identity(
     new = {q: v for q, v in mine["queries"].items() if q not in recorded["queries"]}
     if new:
         queries = {**recorded["queries"], **new}
-        store.write_identity({**recorded, "queries": dict(sorted(queries.items())), "pools_hash": _pools_hash(queries),
-                              "updated": now})
+        recorded = {**recorded, "queries": dict(sorted(queries.items())), "pools_hash": _pools_hash(queries),
+                    "updated": now}
+        store.write_identity({**({"rubric": rubric} if rubric is not None else {}), **recorded})
         say(f"store identity: {len(new)} new queries added to {path}")
+    elif rubric is not None and "rubric" not in recorded:  # written before rubric files: now it says which
+        store.write_identity({**recorded, "rubric": dict(rubric), "updated": now})
     return dataset
 
 
@@ -191,12 +205,23 @@ def _differences(recorded: Mapping[str, Any], mine: Mapping[str, Any]) -> list[t
                if q in recorded["queries"] and recorded["queries"][q].get("pool_hash") != v["pool_hash"]]
     if changed:
         out.append(("pools", changed, None))
+    if mine.get("rubric") is not None:
+        from judging.rubric import builtin_rubric
+
+        # an identity written before rubric files records none: its store was judged with the built-in rubric
+        old_rubric = recorded.get("rubric") or builtin_rubric().summary()
+        if old_rubric.get("hash") != mine["rubric"].get("hash"):
+            out.append(("rubric", old_rubric, mine["rubric"]))
     return out
 
 
 def _refusal(folder: Path, path: Path, differences: list[tuple[str, Any, Any]], recorded: Mapping[str, Any]) -> str:
-    lines = [f"judgement store {folder} was judged under another schedule identity ({path}); this run would "
-             "judge a second schedule into it, paid for again, and the fit would mix the two. Nothing was asked."]
+    if [d[0] for d in differences] == ["rubric"]:
+        lines = [f"judgement store {folder} was judged with another rubric ({path}): answers to two rubrics' questions "
+                 "cannot be fitted together. Nothing was asked."]
+    else:
+        lines = [f"judgement store {folder} was judged under another schedule identity ({path}); this run would "
+                 "judge a second schedule into it, paid for again, and the fit would mix the two. Nothing was asked."]
     fixes = []
     for what, old, new in differences:
         if what == "dataset":
@@ -211,10 +236,18 @@ def _refusal(folder: Path, path: Path, differences: list[tuple[str, Any, Any]], 
             more = f" and {len(old) - 5} more" if len(old) > 5 else ""
             lines.append(f"  pools: {len(old)} recorded queries have another pool (ids or their order): {shown}{more}")
             fixes.append("the pools file the store was judged with")
+        elif what == "rubric":
+            from judging.rubric import describe_summary
+
+            lines.append(f"  rubric: store {describe_summary(old)}; this run {describe_summary(new)}")
+            source = str(old.get("source") or "")
+            fixes.append("no --rubric (the store was judged with the built-in rubric)" if source.startswith("builtin:")
+                         else f"--rubric {shlex.quote(source)}" if source else f"--rubric <the file of rubric {old.get('name')!r}>")
         else:
             lines.append(f"  {what}: store {old!r}, this run {new!r}")
             fixes.append(f"the schedule setting {what.split('.', 1)[1]} = {old!r}")
-    lines.append(f"To resume this store, run again with {' and '.join(fixes)}; to judge this schedule instead, pass "
+    instead = "judge with this rubric" if [d[0] for d in differences] == ["rubric"] else "judge this schedule"
+    lines.append(f"To resume this store, run again with {' and '.join(fixes)}; to {instead} instead, pass "
                  f"a new --store folder{NEW_STORE_DEMO}.")
     return "\n".join(lines)
 

@@ -107,6 +107,11 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--extra-params", default=None, metavar="JSON",
                    help="more request parameters for litellm, as a JSON object, e.g. '{\"top_k\": 20}' or "
                         "'{\"reasoning_effort\": \"low\"}'; part of the judge family (default: none)")
+    g.add_argument("--rubric", default=None, metavar="FILE",
+                   help="rubric file (TOML, or JSON with the same keys): the K >= 2 yes/no criteria of the rubric "
+                        "windows, each a name and the question the judge reads (see the README, 'Your own rubric'). "
+                        "Part of the judge family and of the store's identity: a store judged with another rubric is "
+                        "refused (default: the built-in five-criterion rubric, judging/rubrics/paper.toml)")
     g.add_argument("--input-cost-per-token", type=_price, default=None, metavar="USD",
                    help="price of one prompt token in USD, for costs and --estimate of models litellm cannot price "
                         "(0 for your own server); give with --output-cost-per-token (default: litellm's price map)")
@@ -149,6 +154,11 @@ def build_judge(args, latent: dict | None):
     info = ServerInfo()
     endpoints = []
     get = lambda name, default=None: getattr(args, name, default)  # noqa: E731 - other verbs' namespaces lack some
+    rubric = None
+    if get("rubric") is not None:  # a bad rubric file is refused before anything else is done
+        from judging.rubric import load_rubric
+
+        rubric = load_rubric(args.rubric)
     if args.model == "simulated":
         if latent is None:
             raise DataError("the simulated judge needs latent relevance: give qrels (--qrels) or a real --model")
@@ -170,6 +180,8 @@ def build_judge(args, latent: dict | None):
         )
         if endpoints:
             info = combined_server_info([probe_server(e.api_base, args.model) for e in endpoints])
+    if rubric is not None:  # the rubric windows ask this rubric's criteria (C1..CK in the file's order)
+        judge.prompts = {**judge.prompts, "rubric": rubric.template()}
     from rcp_jax.cli._image_options import image_limits
 
     judge.image_limits = image_limits(args)

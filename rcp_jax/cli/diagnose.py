@@ -213,6 +213,7 @@ def _diagnose_one_fit(args, folder: Path, out: Path, text: list[str], *, transfe
     wide = wide[["raw", "calibrated"]].reset_index()
     brier = ece.pivot(index="criterion", columns="model", values="brier").reindex([*cal.criteria, "all"])
     wide["brier_raw"], wide["brier_calibrated"] = brier["raw"].to_numpy(), brier["calibrated"].to_numpy()
+    wide["criterion"] = wide["criterion"].map({**dict(zip(cal.criteria, cal.labels)), "all": "all"})  # rubric names
     dep, spread = report["local_dependence"], report["tau_spread"]
     n_answers = len(report["predictions"])
     text += [f"## Calibration of the rubric answers{heading} ({n_answers} answers, {args.bins} bins; raw = sigmoid "

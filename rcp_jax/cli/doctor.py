@@ -306,8 +306,13 @@ def run(args) -> int:
         "dataset": collection.dataset, "seconds": round(elapsed, 3), "server": server_lines, "warnings": warnings,
         "windows": [p.as_dict() for p in probes],
     }
+    from judging.rubric import judge_rubric
+
+    rubric = judge_rubric(judge)
+    payload["rubric"] = rubric
     lines = [f"rcp-jax doctor: model {args.model}" + (f" at {args.api_base}" if args.api_base else "")
-             + f", structured output {structured}, max tokens {max_tokens}"]
+             + f", structured output {structured}, max tokens {max_tokens}"
+             + (f", rubric {rubric['name']!r} ({len(rubric['criteria'])} criteria)" if rubric else "")]
     lines += server_lines
     for p in probes:
         lines.append("")

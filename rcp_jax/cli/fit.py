@@ -18,6 +18,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", type=folder, required=True, help="judgement store folder (from `rcp-jax judge`)")
     p.add_argument("--out", type=folder, required=True, help="output folder (calibration/, bt.csv, posterior/, ...)")
     p.add_argument("--family", default=None, help="judge model or family id to use when the store holds several")
+    p.add_argument("--rubric", default=None, metavar="FILE",
+                   help="the rubric file the store was judged with (as `rcp-jax judge --rubric`): checked against the "
+                        "rubric the store records, and a store judged with another rubric is refused (default: the "
+                        "store's own rubric names the criteria)")
     p.add_argument("--model", choices=MODELS, default=None,
                    help="joint (the default with --method nuts/svi/laplace): BT scores latent, so tournament noise "
                         "flows into the gains and their 90%% intervals cover the truth at about 90%% on noisy tournaments; "
@@ -92,6 +96,7 @@ def run(args) -> int:
         # The point calibration evaluate uses: the rubric-only fit for that model, else the frozen-BT MAP
         # (which also starts the joint model's chains).
         cal = fit_rubric_only(answers) if args.model == "rubric-only" else calibrate(bt, answers, float64=args.float64)
+    cal.rubric = _store_rubric(args, families["rubric"], len(cal.criteria))
     notes = [str(w.message) for w in caught] + flag_notes(args.store, keep_flagged=args.keep_flagged)
     notes += _unanswered_notes(args.store)
     atomic_write_csv(args.out / "window_scores.csv", window_scores)
@@ -105,6 +110,7 @@ def run(args) -> int:
         figures = write_calibration_plots(cal, args.out)
     payload = {"model": args.model, "method": args.method, "queries": int(cal.queries["calibrated"].sum()),
                "documents": int(cal.documents["gain"].notna().sum()), "criteria": cal.criteria,
+               "criterion_names": cal.labels, "rubric": cal.rubric,
                "gamma": cal.gamma, "beta": cal.beta, "families": families, "notes": notes,
                "calibration": str(args.out / "calibration"), "figures": [str(f) for f in figures.values()]}
     if args.method != "map":
@@ -130,19 +136,18 @@ def run(args) -> int:
             from rcp_jax.plots.bayes import plot_item_curves
 
             figure = args.out / "item_curves_posterior.png"
-            plot_item_curves(post, path=figure)
+            plot_item_curves(post, path=figure, labels=cal.labels)
             payload["figure"] = str(figure)
     atomic_write_json(args.out / "fit.json", payload)
     lines = [
         f"fitted {payload['queries']} queries, {payload['documents']} documents ({args.model} model, {args.method})",
-        "gamma: " + " ".join(f"{c}={g:.3f}" for c, g in zip(cal.criteria, cal.gamma)),
-        "beta:  " + " ".join(f"{c}={b:+.3f}" for c, b in zip(cal.criteria, cal.beta)),
+        _item_lines(cal),
         *[f"note: {n}" for n in notes],
         f"calibration written to {args.out / 'calibration'}",
         *[f"figure: {f}" for f in payload["figures"]],
     ]
     if "posterior" in payload:
-        lines[1:3] = _posterior_item_lines(payload["items_posterior"], payload["ci_prob"])
+        lines[1:2] = _posterior_item_lines(payload["items_posterior"], payload["ci_prob"], dict(zip(cal.criteria, cal.labels)))
         d = payload["diagnostics"]
         if args.method == "nuts":
             lines.append(f"NUTS: {d['num_chains']} chains x {d['num_draws']} draws, {d['divergences']} divergences, "
@@ -185,10 +190,41 @@ def _unanswered_notes(store: Path) -> list[str]:
             f"{store}` to ask them again"]
 
 
-def _posterior_item_lines(items: list[dict], ci_prob: float) -> list[str]:
-    """One line per criterion: posterior mean and interval of gamma and beta."""
+def _store_rubric(args, family: dict, k: int) -> dict | None:
+    """The rubric of the store's rubric answers (its summary), checked against ``--rubric`` when given.
+
+    Raises :class:`judging.rubric.RubricError` (exit 2) when ``--rubric`` names another rubric than the store's,
+    or one with another number of criteria than the answers have."""
+    from judging.rubric import RubricError, check_rubric_matches, family_rubric, load_rubric
+
+    recorded = family_rubric(family)
+    if args.rubric is None:
+        return recorded
+    given = load_rubric(args.rubric)
+    check_rubric_matches(recorded, given, what=f"judgement store {args.store}",
+                         fix="Pass the rubric file the store was judged with, or leave --rubric out: fit reads the "
+                             "rubric from the store.")
+    if given.k != k:
+        raise RubricError(f"{given.describe()} has {given.k} criteria but the answers in judgement store {args.store} "
+                          f"have {k} (C1..C{k}): pass the rubric file the store was judged with, or leave --rubric out")
+    return recorded or given.summary()
+
+
+def _item_lines(cal) -> str:
+    """One line per criterion: its name (``C<k> name`` when the rubric names it), gamma and beta."""
+    named = cal.labels != list(cal.criteria)
+    width = max(len(c) + (len(n) + 1 if named else 0) for c, n in zip(cal.criteria, cal.labels))
+    rows = [f"  {(f'{c} {n}' if named else c):<{width}}  gamma {g:.3f}  beta {b:+.3f}"
+            for c, n, g, b in zip(cal.criteria, cal.labels, cal.gamma, cal.beta)]
+    return "\n".join(["criteria" + (f" (rubric {cal.rubric['name']!r})" if cal.rubric else "") + ":", *rows])
+
+
+def _posterior_item_lines(items: list[dict], ci_prob: float, labels: dict | None = None) -> list[str]:
+    """One line per criterion: posterior mean and interval of gamma and beta (``labels``: code -> name)."""
     lines = [f"posterior mean [{round(100 * ci_prob)}% interval] of each criterion:"]
     for r in items:
-        lines.append(f"  {r['criterion']}: gamma {r['gamma_mean']:.3f} [{r['gamma_lo']:.3f}, {r['gamma_hi']:.3f}]"
+        name = (labels or {}).get(r["criterion"], r["criterion"])
+        shown = r["criterion"] if name == r["criterion"] else f"{r['criterion']} {name}"
+        lines.append(f"  {shown}: gamma {r['gamma_mean']:.3f} [{r['gamma_lo']:.3f}, {r['gamma_hi']:.3f}]"
                      f"  beta {r['beta_mean']:+.3f} [{r['beta_lo']:+.3f}, {r['beta_hi']:+.3f}]")
     return lines

@@ -92,7 +92,7 @@ def plot_pairwise_forest(metrics, *, path=None, max_pairs: int | None = 40, titl
 
 
 def plot_item_curves(posterior, *, path=None, grid: tuple[float, float] = (-6.0, 8.0), ci_prob: float | None = None,
-                     n_points: int = 200, max_draws: int = 1000) -> Figure:
+                     n_points: int = 200, max_draws: int = 1000, labels=None) -> Figure:
     """Item characteristic curves and the gain curve with posterior bands.
 
     Args:
@@ -101,6 +101,7 @@ def plot_item_curves(posterior, *, path=None, grid: tuple[float, float] = (-6.0,
         grid: range of calibrated ability on the x axis.
         ci_prob: band probability (default: the posterior's).
         n_points: grid points; max_draws: posterior draws used (evenly thinned).
+        labels: criterion names for the legend (e.g. ``Calibration.labels``; default ``C1..CK``).
 
     Returns:
         The figure: left, ``P(yes)`` per criterion (median and equal-tailed band); right, the gain
@@ -120,7 +121,8 @@ def plot_item_curves(posterior, *, path=None, grid: tuple[float, float] = (-6.0,
     lo_q, hi_q = (1 - ci) / 2, 1 - (1 - ci) / 2
     fig = Figure(figsize=(10, 4))
     ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    for c, name in enumerate(posterior.criteria):
+    names = list(labels) if labels is not None and len(labels) == len(posterior.criteria) else posterior.criteria
+    for c, name in enumerate(names):
         lo, med, hi = np.quantile(p[:, :, c], [lo_q, 0.5, hi_q], axis=0)
         line = ax1.plot(t, med, lw=1.4, label=name)[0]
         ax1.fill_between(t, lo, hi, color=line.get_color(), alpha=0.25, lw=0)

@@ -33,6 +33,11 @@ def _save(fig, path) -> Path:
     return atomic_write_bytes(path, buf.getvalue())
 
 
+def _labels(calibration) -> list:
+    """Criterion names of a calibration (its rubric's names, else ``C1..CK``)."""
+    return list(getattr(calibration, "labels", calibration.criteria))
+
+
 def item_curves(calibration, path, *, theta_range: tuple[float, float] | None = None) -> Path:
     """Item characteristic curves P(C_c = 1 | t) of every criterion and the gain curve g(t).
 
@@ -48,7 +53,7 @@ def item_curves(calibration, path, *, theta_range: tuple[float, float] | None = 
     colors = plt.cm.viridis(np.linspace(0.05, 0.85, len(gamma)))
     for c, (g, b) in enumerate(zip(gamma, beta)):
         ax.plot(t, 1 / (1 + np.exp(-g * (t - b))), color=colors[c], lw=1.4,
-                label=f"{calibration.criteria[c]}  γ={g:.2f} β={b:+.2f}")
+                label=f"{_labels(calibration)[c]}  γ={g:.2f} β={b:+.2f}")
     ax.plot(t, calibration.gain_of(t), color="black", lw=2.4, label="gain g(t)")
     if ability.size:
         ax.plot(ability, np.full_like(ability, -0.03), "|", color="grey", alpha=0.25, ms=8)
