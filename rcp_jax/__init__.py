@@ -36,6 +36,8 @@ _EXPORTS: dict[str, str] = {
     "data": "data", "schedule": "schedule", "read_run": "data", "read_qrels": "data", "read_pools": "data",
     "read_beir": "data", "read_rows": "data", "check_run_against_pools": "data",
     "ScheduleConfig": "schedule", "schedule_counts": "schedule", "store_tables": "pipeline",
+    # budgeted judging
+    "judge_budgeted": "budget", "BudgetSettings": "budget", "BudgetResult": "budget",
     # extending a judged pool with a new reranker
     "extend": "extension", "ExtensionResult": "extension", "read_extension_log": "extension",
     # statistics
@@ -89,6 +91,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         posterior_metrics,
         save_posterior,
     )
+    from rcp_jax.budget import BudgetResult, BudgetSettings, judge_budgeted
     from rcp_jax.calibration import Calibration, calibrate, fit_rubric_only, load_calibration, save_calibration
     from rcp_jax.data import check_run_against_pools, read_beir, read_pools, read_qrels, read_rows, read_run
     from rcp_jax.errors import CalibrationError, DataError, RcpError

@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=folder, default=None, help="also write window_scores.csv, answers.csv, bt.csv here")
     p.add_argument("--estimate", action="store_true", help="print planned calls, tokens and cost; call nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    from rcp_jax.cli._budget import add_budget_options
+
+    add_budget_options(p)
 
 
 def _estimate(args, collection, judge) -> int:
@@ -78,6 +81,13 @@ def run(args) -> int:
     quiet = args.quiet or args.json
     for note in getattr(args, "judge_notes", []) + _context_notes(args, collection, judge):
         stderr(f"note: {note}")
+    if args.budget is not None or args.runs:
+        from rcp_jax.cli._budget import run_budgeted
+
+        try:
+            return run_budgeted(args, collection, judge, quiet)
+        except Exception as exc:
+            raise _with_invalid_summary(exc, args.store) from None
     try:
         window_scores, answers, bt, calls = judge_collection_sync(
             collection, judge=judge, store=args.store, seed=args.seed, concurrency=args.concurrency,

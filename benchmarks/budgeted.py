@@ -1,0 +1,206 @@
+"""Budgeted judging against the fixed protocol and random windows, on the simulator (issue 18).
+
+Per seed, one simulated benchmark (:func:`rcp_jax.budget.simulated.simulated_benchmark`: 14 systems, 7
+pairs of twins identical in expectation, pools of 150) is judged, every answer through the judging layer
+and a store:
+
+* **full**: the fixed protocol (316 calls per query at n = 150); its decisions are the reference;
+* **fixed at a fraction f**: the fixed schedule with every placement count times f (``--fixed-fractions``);
+* **budgeted**: :func:`rcp_jax.budget.judge_budgeted` to ``--max-fraction`` of the full calls, run past its
+  stopping point (``stop_when_decided=False``) so the whole curve is drawn; the stopping rule's own point is
+  the first round it fires;
+* **random**: the same loop choosing balanced random windows (strategy ``random``).
+
+Decisions of every variant use the same posterior (:mod:`rcp_jax.budget.gains`) and rule
+(:func:`rcp_jax.bayes.posterior_ndcg.decide`). The budgeted and random stores start as copies of the full
+run's store: the simulated judge's answer depends only on the window, so the seed's windows (the fixed
+schedule's own) are not re-simulated; calls are counted as windows in the plan, found or asked.
+
+Overhead: each round's refit + decisions + selection time against the judging time of its windows at 1 s
+per call with 64 in flight (``windows / 64`` s). Rounds that compiled a new XLA shape are reported apart.
+
+Small size (a few minutes on 2 busy cores)::
+
+    .venv/bin/python benchmarks/budgeted.py --seeds 3 --queries 50
+
+Full size (the issue's 14 systems x 200 queries x pools of 150; about an hour on 2 cores)::
+
+    .venv/bin/python benchmarks/budgeted.py --seeds 5 --queries 200 --tag _full
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "benchmarks" / "out"
+
+
+def scaled_config(f: float):
+    from rcp_jax.schedule import DEFAULT_CONFIG
+
+    c = DEFAULT_CONFIG
+    fr = Fraction(f).limit_denominator(100)
+    return replace(c, round1_placements=c.round1_placements * fr, round2_placements=c.round2_placements * fr,
+                   round3_placements=c.round3_placements * fr, rubric_placements=c.rubric_placements * fr)
+
+
+def decisions_of(window_scores, answers, pools, weights, seed):
+    from rcp_jax import calibrate, fit_bradley_terry
+    from rcp_jax.budget import decide_pairs, gain_posterior
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bt = fit_bradley_terry(window_scores)
+        cal = calibrate(bt, answers)
+    post = gain_posterior(bt, cal, answers, pools, weights.query_ids, seed=seed)
+    return decide_pairs(weights, post, seed=seed), cal
+
+
+def one_seed(seed: int, args, work: Path) -> dict:
+    from rcp_jax.budget import BudgetSettings, full_protocol_calls, judge_budgeted, run_weights
+    from rcp_jax.budget.compare import score_calls, true_pair_deltas
+    from rcp_jax.budget.simulated import simulated_benchmark
+    from rcp_jax.pipeline import judge_collection_sync
+
+    sim = simulated_benchmark(seed, n_queries=args.queries, pool=args.pool)
+    pools = sim.collection.pools
+    qids = sorted(pools)
+    weights = run_weights(sim.runs, pools, qids)
+    full_calls = full_protocol_calls(pools)
+    rec = {"seed": seed, "queries": args.queries, "full_calls": full_calls, "curves": []}
+
+    t0 = time.perf_counter()
+    ws, ans, _, _ = judge_collection_sync(sim.collection, judge=sim.judge, store=work / "full", seed=0,
+                                          concurrency=64, progress=False)
+    ref, cal = decisions_of(ws, ans, pools, weights, seed)
+    rec["full_s"] = time.perf_counter() - t0
+    truth = true_pair_deltas(weights, sim.latent, pools, np.asarray(sim.judge.gamma), np.asarray(sim.judge.beta))
+    score = lambda pairs: score_calls(pairs, ref.pairs, sim.null_pairs, truth)  # noqa: E731
+    rec["full"] = {**score(ref.pairs), "calls": full_calls}
+    rec["curves"].append({"variant": "fixed", "calls": full_calls, "fraction": 1.0, **rec["full"]})
+
+    for f in args.fixed_fractions:
+        cfg = scaled_config(f)
+        ws_f, ans_f, _, calls_f = judge_collection_sync(sim.collection, judge=sim.judge, store=work / f"fixed{f}",
+                                                        seed=0, config=cfg, concurrency=64, progress=False)
+        planned = full_protocol_calls(pools, cfg)
+        dec_f, _ = decisions_of(ws_f, ans_f, pools, weights, seed)
+        rec["curves"].append({"variant": "fixed", "calls": planned, "fraction": planned / full_calls, **score(dec_f.pairs)})
+
+    for strategy in ("posterior", "random"):
+        store = work / strategy
+        shutil.copytree(work / "full", store)
+        settings = BudgetSettings(strategy=strategy, stop_when_decided=False)
+        t0 = time.perf_counter()
+        res = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=store, budget=args.max_fraction,
+                             settings=settings, concurrency=64)
+        wall = time.perf_counter() - t0
+        name = "budgeted" if strategy == "posterior" else "random"
+        stop_round = None
+        for rep in res.rounds:
+            s = score(rep.decisions.pairs)
+            rec["curves"].append({"variant": name, "round": rep.round, "calls": rep.calls,
+                                  "fraction": rep.calls / full_calls, "open": rep.decisions.n_open,
+                                  "overhead_s": rep.overhead_s, "next_windows": rep.windows, **s})
+            if stop_round is None and (rep.decisions.n_decided == len(rep.decisions.pairs) or rep.decisions.n_open == 0):
+                stop_round = rep.round
+        rec[f"{name}_wall_s"] = wall
+        rec[f"{name}_stop_round"] = stop_round
+        shutil.rmtree(store)
+    return rec
+
+
+def summarise(records: list[dict], target: float) -> dict:
+    curves = pd.DataFrame([{**c, "seed": r["seed"], "full_calls": r["full_calls"]} for r in records for c in r["curves"]])
+    out = {"seeds": len(records), "queries": records[0]["queries"], "full": {}, "at_target": {}, "at_stop": {}}
+    full = curves[(curves["variant"] == "fixed") & (curves["fraction"] == 1.0)]
+    out["full"] = {"decided": float(full["decided"].mean()), "pairs": int(full["pairs"].iloc[0]),
+                   "false_calls": int(full["false_calls"].sum()), "null_pairs": int(full["null_pairs"].sum()),
+                   "wrong_sign": int(full["wrong_sign"].sum()), "wrong_equivalent": int(full["wrong_equivalent"].sum())}
+    for name in ("budgeted", "random"):
+        c = curves[curves["variant"] == name]
+        at = c[c["fraction"] <= target + 1e-9].sort_values("calls").groupby("seed").tail(1)
+        out["at_target"][name] = {"fraction": float(at["fraction"].mean()), "agree": float(at["agree"].mean()),
+                                  "agree_min": float(at["agree"].min()), "decided": float(at["decided"].mean()),
+                                  "false_calls": int(at["false_calls"].sum()), "null_pairs": int(at["null_pairs"].sum()),
+                                  "wrong_sign": int(at["wrong_sign"].sum()),
+                                  "wrong_equivalent": int(at["wrong_equivalent"].sum())}
+        stops = []
+        for r in records:
+            sr = r.get(f"{name}_stop_round")
+            row = c[(c["seed"] == r["seed"]) & (c["round"] == sr)] if sr is not None else c[(c["seed"] == r["seed"])].tail(1)
+            stops.append(row.iloc[0])
+        st = pd.DataFrame(stops)
+        out["at_stop"][name] = {"fraction": float(st["fraction"].mean()), "agree": float(st["agree"].mean()),
+                                "decided": float(st["decided"].mean()), "false_calls": int(st["false_calls"].sum()),
+                                "null_pairs": int(st["null_pairs"].sum()), "wrong_sign": int(st["wrong_sign"].sum()),
+                                "wrong_equivalent": int(st["wrong_equivalent"].sum()),
+                                "stopped_by_rule": int(sum(r.get(f"{name}_stop_round") is not None for r in records))}
+        steady = c[(c["next_windows"] > 0) & (c["round"] > 0)]
+        judge_s = steady["next_windows"] / 64.0
+        out["at_target"][name]["overhead_median_s"] = float(steady["overhead_s"].median())
+        out["at_target"][name]["overhead_share_median"] = float((steady["overhead_s"] / judge_s).median())
+        out["at_target"][name]["overhead_share_total"] = float(steady["overhead_s"].sum() / judge_s.sum())
+    fixed = curves[(curves["variant"] == "fixed") & (curves["fraction"] < 1.0)]
+    out["fixed_fractions"] = {f"{f:.2f}": {"agree": float(g["agree"].mean()), "decided": float(g["decided"].mean()),
+                                           "false_calls": int(g["false_calls"].sum()),
+                                           "wrong_sign": int(g["wrong_sign"].sum()),
+                                           "wrong_equivalent": int(g["wrong_equivalent"].sum())}
+                              for f, g in fixed.groupby("fraction")}
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", type=int, default=3, help="simulated benchmarks (default 3)")
+    p.add_argument("--first-seed", type=int, default=1)
+    p.add_argument("--queries", type=int, default=50, help="queries per benchmark (default 50)")
+    p.add_argument("--pool", type=int, default=150, help="documents per pool (default 150)")
+    p.add_argument("--max-fraction", type=float, default=0.6, help="budget of the budgeted / random curves (default 0.6)")
+    p.add_argument("--target", type=float, default=0.4, help="fraction the headline figures are read at (default 0.4)")
+    p.add_argument("--fixed-fractions", type=float, nargs="*", default=[0.4, 0.7],
+                   help="scaled fixed schedules to draw (default 0.4 0.7; each >= 0.3 so the rubric covers the pool)")
+    p.add_argument("--tag", default="")
+    p.add_argument("--plot", action="store_true", help="also draw benchmarks/out/budgeted<tag>.png")
+    args = p.parse_args(argv)
+    from rcp_jax.cli.app import _configure_compilation_cache
+
+    _configure_compilation_cache()
+    OUT.mkdir(parents=True, exist_ok=True)
+    records = []
+    start = time.perf_counter()
+    for i in range(args.seeds):
+        with tempfile.TemporaryDirectory() as tmp:
+            rec = one_seed(args.first_seed + i, args, Path(tmp))
+        records.append(rec)
+        print(f"[{time.perf_counter() - start:6.0f} s] seed {rec['seed']}: full {rec['full']}", flush=True)
+        (OUT / f"budgeted{args.tag}.json").write_text(json.dumps({"settings": vars(args), "records": records}, indent=1))
+    summary = summarise(records, args.target)
+    print(json.dumps(summary, indent=1))
+    (OUT / f"budgeted{args.tag}.json").write_text(json.dumps({"settings": vars(args), "summary": summary,
+                                                               "records": records}, indent=1))
+    if args.plot:
+        from rcp_jax.plots.budget import plot_budget_curves
+
+        curves = pd.DataFrame([{**c, "seed": r["seed"]} for r in records for c in r["curves"]])
+        plot_budget_curves(curves, path=OUT / f"budgeted{args.tag}.png")
+    print(f"wall {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

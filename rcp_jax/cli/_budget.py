@@ -1,0 +1,104 @@
+"""``rcp-jax judge --runs ... --budget ...``: budgeted, posterior-guided judging (:mod:`rcp_jax.budget`).
+
+Prints, per round, the calls spent (of the budget and of the full protocol), the system pairs decided and
+still open, the loop's own seconds, and the current leaderboard with 90% intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from rcp_jax.cli._common import emit, read_runs, stderr
+
+
+def add_budget_options(p: argparse.ArgumentParser) -> None:
+    """The budget group of ``rcp-jax judge`` (every option states its default)."""
+    g = p.add_argument_group("budgeted judging", "judge only what moves the decisions between the systems of --runs "
+                                                 "(README: Budgeted judging); without --budget the fixed protocol runs")
+    g.add_argument("--runs", type=_path, nargs="+", default=None, metavar="RUN",
+                   help="run files of the systems to compare (TREC or system, query_id, doc_id, score tables); "
+                        "needed with --budget (default: none)")
+    g.add_argument("--budget", default=None, metavar="CALLS|FRACTION",
+                   help="judge calls allowed: a count (e.g. 5000) or a fraction of the full protocol's calls (0.4 or "
+                        "40%%); turns on budgeted judging (default: none, the fixed protocol)")
+    g.add_argument("--round-calls", type=_positive, default=None, metavar="N",
+                   help="windows per budgeted round, one batched refit each (default: 5%% of the full protocol's "
+                        "calls, at least one per query)")
+
+
+def _path(text: str):
+    from pathlib import Path
+
+    return Path(text)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text.strip()}")
+    return value
+
+
+def board_lines(systems, limit: int = 20) -> list[str]:
+    """The leaderboard with intervals as aligned text lines (best first, at most ``limit`` systems)."""
+    width = max([6] + [len(str(s)) for s in systems["system"]])
+    lines = [f"  {'system':<{width}}  RCP-nDCG  90% interval"]
+    for row in systems.head(limit).itertuples(index=False):
+        lines.append(f"  {str(row.system):<{width}}  {row.mean:8.4f}  [{row.lo:.4f}, {row.hi:.4f}]")
+    if len(systems) > limit:
+        lines.append(f"  ... and {len(systems) - limit} more")
+    return lines
+
+
+def run_budgeted(args, collection, judge, quiet: bool) -> int:
+    """Judge ``collection`` under ``--budget`` for the systems of ``--runs``; print each round; write tables."""
+    from rcp_jax.budget import STOP_REASONS, BudgetSettings, judge_budgeted
+    from rcp_jax.data.atomic import atomic_write_csv
+    from rcp_jax.errors import DataError
+
+    if not args.runs:
+        raise DataError("--budget needs --runs: the run files of the systems whose pairs the budget should decide")
+    runs = read_runs(args.runs)
+    settings = BudgetSettings(round_calls=args.round_calls)
+
+    def on_round(report, _result) -> None:
+        if quiet:
+            return
+        dec = report.decisions
+        head = (f"round {report.round}: {report.calls:,} calls in the plan ({report.paid:,} paid by this run), "
+                f"pairs decided {dec.n_decided}/{len(dec.pairs)}, open {dec.n_open}; refit + selection "
+                f"{report.overhead_s:.1f} s")
+        stderr("\n".join([head, *board_lines(dec.systems)]))
+
+    result = judge_budgeted(collection, runs, judge=judge, store=args.store, budget=args.budget, seed=args.seed,
+                            settings=settings, concurrency=args.concurrency, on_round=on_round,
+                            log=None if quiet else stderr, dataset_from_store=args.name is None)
+    history = result.history()
+    if args.out:
+        atomic_write_csv(args.out / "window_scores.csv", result.window_scores)
+        atomic_write_csv(args.out / "answers.csv", result.answers)
+        atomic_write_csv(args.out / "bt.csv", result.bt)
+        atomic_write_csv(args.out / "budget_rounds.csv", history)
+        atomic_write_csv(args.out / "budget_pairs.csv", result.decisions.pairs)
+        atomic_write_csv(args.out / "budget_systems.csv", result.decisions.systems)
+    dec = result.decisions
+    payload = {"calls": result.paid, "planned_calls": result.calls, "budget_calls": result.budget_calls,
+               "full_protocol_calls": result.full_calls, "stop_reason": result.stop_reason,
+               "stop": STOP_REASONS[result.stop_reason], "pairs": len(dec.pairs), "pairs_decided": dec.n_decided,
+               "rounds": history.to_dict(orient="records"), "systems": dec.systems.to_dict(orient="records"),
+               "pair_calls": dec.pairs.drop(columns=["var"]).to_dict(orient="records"), "store": str(args.store),
+               "model": args.model, "notes": result.notes}
+    share = result.calls / result.full_calls
+    lines = [f"budgeted judging of {len(result.posterior.query_ids)} queries with {args.model}: {result.calls:,} calls "
+             f"({share:.0%} of the full protocol's {result.full_calls:,}; {result.paid:,} paid by this run); "
+             f"stopped: {STOP_REASONS[result.stop_reason]}",
+             f"pairs decided {dec.n_decided} of {len(dec.pairs)} (A>B / B>A / equivalent under the posterior decision rule)",
+             *board_lines(dec.systems),
+             f"store {args.store}: run again with a larger --budget to continue, or without --budget for the full "
+             f"protocol (windows already judged are not asked again)",
+             *[f"note: {n}" for n in result.notes]]
+    emit(args, payload, "\n".join(lines))
+    return 0
