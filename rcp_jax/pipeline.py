@@ -491,7 +491,8 @@ def store_tables(
             listed = "; ".join(f"{fid} (model {f.model!r}, prompt {f.prompt_hash[:8]}, parser {f.parser_version})" for fid, f in found.items())
             raise DataError(
                 f"{store / (stage + '.jsonl')} mixes {len(found)} judge families: {listed}. One fit needs one "
-                f"judge family; pick one with --family MODEL_OR_FAMILY_ID"
+                f"judge family; pick one with --family MODEL_OR_FAMILY_ID, or pool several judges into one "
+                f"calibration with --judges A,B (rcp_jax.judges)"
             )
         if not records:
             raise DataError(f"{store / (stage + '.jsonl')} has no valid {stage} judgements; run `rcp-jax judge` first")
