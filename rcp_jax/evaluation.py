@@ -19,6 +19,22 @@ from rcp_jax.metrics import Protocol, get_protocol, ndcg_flat
 from rcp_jax.per_query import pair_queries, prepare_per_query, warn_dropped
 
 RUN_COLUMNS = ("system", "query_id", "doc_id", "score")
+#: What :func:`evaluate` does with a top-k document that has no gain (never judged): ``refuse`` to rank a
+#: system whose hole rate passes ``max_hole_rate`` (else as ``zero``), ``zero`` (gain 0: the document counts
+#: as judged non-relevant), ``ignore`` (the document is dropped from the ranking; the ones below move up).
+HOLE_POLICIES = ("refuse", "zero", "ignore")
+#: Default largest hole rate (unjudged share of a system's top-k documents, over all its queries) that
+#: ``holes="refuse"`` accepts.
+MAX_HOLE_RATE = 0.1
+
+
+class HoleError(DataError):
+    """:func:`evaluate` refused to rank systems with too many unjudged top-k documents; ``table`` is the
+    per-(system, query) :func:`hole_table`."""
+
+    def __init__(self, message: str, table: pd.DataFrame) -> None:
+        super().__init__(message)
+        self.table = table
 
 
 def validate_run(run: pd.DataFrame, source: str = "run") -> pd.DataFrame:
@@ -118,6 +134,94 @@ def _system_query_groups(r: pd.DataFrame) -> tuple[np.ndarray, pd.MultiIndex]:
     return codes.reshape(-1), index
 
 
+def _tie_key(r: pd.DataFrame, proto: Protocol, pool_size: int) -> np.ndarray:
+    """int64 order among equal scores of each row of ``r`` (with ``_pos``) under the protocol's tie rule."""
+    if proto.ties == "doc_id_desc":
+        return (-pd.Series(pd.factorize(r["doc_id"], sort=True)[0])).to_numpy()
+    if proto.ties == "input_order":
+        order_in_run = np.arange(len(r))
+        return np.where(r["_pos"].notna(), r["_pos"].fillna(0).to_numpy(), pool_size + order_in_run).astype(np.int64)
+    return np.zeros(len(r), dtype=np.int64)
+
+
+def hole_table(
+    run: pd.DataFrame,
+    gains: pd.DataFrame,
+    *,
+    k: int = 10,
+    protocol: str | Protocol = "plain",
+    pools: pd.DataFrame | None = None,
+    excluded=None,
+) -> pd.DataFrame:
+    """How much of each (system, query) top-k has no gain in ``gains`` (was never judged).
+
+    The top k is the one :func:`ndcg_table` scores (same pool restriction, exclusions and tie rule); under
+    the ``group_mean`` tie rule a tie straddling rank k counts its holes in proportion (so ``holes`` may be
+    fractional). Queries without any gain are left out: their nDCG is NaN (not scored), not holed.
+
+    Returns:
+        DataFrame ``system, query_id, top_k, holes, hole_rate``: documents in the top k, of them without a
+        gain, and their share (0 for an empty list), one row per (system, query), sorted.
+    """
+    proto = get_protocol(protocol)
+    pairs = _excluded_pairs(excluded)
+    known = gains.loc[:, ["query_id", "doc_id"]].astype(str).drop_duplicates().assign(gain=1.0)
+    r = _drop_pairs(run, pairs)
+    r = r.loc[r["query_id"].isin(pd.unique(known["query_id"]))]
+    pool = (pools if pools is not None else known)[["query_id", "doc_id"]].astype(str)
+    pool = pool.assign(_pos=pool.groupby("query_id", sort=False).cumcount())
+    r = _attach_pool_and_gains(r, pool, known, proto.pool_only)
+    group, index = _system_query_groups(r)
+    hole = (r["gain"].to_numpy() == 0.0).astype(np.float64)  # the known ones carry gain 1 here
+    order = np.lexsort((_tie_key(r, proto, len(pool)) if proto.ties != "group_mean" else np.zeros(len(r), np.int64),
+                        -r["score"].to_numpy(), group))
+    g_sorted, s_sorted, h_sorted = group[order], r["score"].to_numpy()[order], hole[order]
+    n = len(order)
+    starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]]) if n else np.zeros(0, np.int64)
+    rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    if proto.ties == "group_mean" and n:  # a tie's holes are spread over its ranks
+        tie_id = np.cumsum(np.r_[True, (g_sorted[1:] != g_sorted[:-1]) | (s_sorted[1:] != s_sorted[:-1])]) - 1
+        h_sorted = (np.bincount(tie_id, weights=h_sorted) / np.bincount(tie_id))[tie_id]
+    top = rank < k
+    top_k = np.bincount(g_sorted, weights=top.astype(np.float64), minlength=len(index))
+    holes = np.bincount(g_sorted, weights=h_sorted * top, minlength=len(index))
+    out = pd.DataFrame({"top_k": top_k.astype(np.int64), "holes": holes}, index=index).reset_index()
+    out["hole_rate"] = np.divide(holes, top_k, out=np.zeros_like(holes), where=top_k > 0)
+    return out
+
+
+def system_hole_rates(table: pd.DataFrame) -> pd.Series:
+    """Each system's hole rate over all its queries (unjudged top-k documents / top-k documents), worst first."""
+    sums = table.groupby("system")[["holes", "top_k"]].sum()
+    rate = (sums["holes"] / sums["top_k"].where(sums["top_k"] > 0)).fillna(0.0)
+    return rate.sort_values(ascending=False, kind="stable")
+
+
+def _refuse_holes(table: pd.DataFrame, max_rate: float, k: int) -> None:
+    """Raise :class:`HoleError` naming the systems whose hole rate passes ``max_rate``, worst first, each with
+    its worst queries, and the fixes."""
+    rates = system_hole_rates(table)
+    over = rates[rates > max_rate]
+    if over.empty:
+        return
+    parts = []
+    for system, rate in over.head(5).items():
+        rows = table.loc[(table["system"] == system) & (table["holes"] > 0)]
+        worst = rows.sort_values(["holes", "query_id"], ascending=[False, True], kind="stable").head(3)
+        queries = ", ".join(f"{q} {h:g}/{t}" for q, h, t in zip(worst["query_id"], worst["holes"].round(2),
+                                                                     worst["top_k"]))
+        parts.append(f"{system} {100 * rate:.1f}% (worst queries: {queries})")
+    more = f" and {len(over) - 5} more" if len(over) > 5 else ""
+    raise HoleError(
+        f"{len(over)} system(s) have more than {100 * max_rate:g}% of their top-{k} documents unjudged (no gain in "
+        f"the calibration): {'; '.join(parts)}{more}. Judge those documents with `rcp-jax extend --runs <run file> "
+        "--store <store> --calibration <fit folder>` (it places them on the calibrated scale), or rank anyway: "
+        "--holes zero (an unjudged document counts as gain 0) or --holes ignore (unjudged documents are dropped "
+        f"from the ranking), or raise --max-hole-rate (now {max_rate:g})",
+        table,
+    )
+
+
 def ndcg_table(
     run: pd.DataFrame,
     gains: pd.DataFrame,
@@ -155,13 +259,7 @@ def ndcg_table(
     pool = pool.assign(_pos=pool.groupby("query_id", sort=False).cumcount())
     r = _attach_pool_and_gains(r, pool, g, proto.pool_only)
     group_codes, group_index = _system_query_groups(r)
-    if proto.ties == "doc_id_desc":
-        tie_key = (-pd.Series(pd.factorize(r["doc_id"], sort=True)[0])).to_numpy()
-    elif proto.ties == "input_order":
-        order_in_run = np.arange(len(r))
-        tie_key = np.where(r["_pos"].notna(), r["_pos"].fillna(0).to_numpy(), len(pool) + order_in_run).astype(np.int64)
-    else:
-        tie_key = np.zeros(len(r), dtype=np.int64)
+    tie_key = _tie_key(r, proto, len(pool))
 
     ideal_df = (ideal if ideal is not None else g[["query_id", "gain"]]).copy()
     ideal_df["query_id"] = ideal_df["query_id"].astype(str)
@@ -194,6 +292,8 @@ def evaluate(
     pools: pd.DataFrame | None = None,
     excluded: pd.DataFrame | Mapping[str, Iterable[str]] | None = None,
     exponential_qrels: bool = False,
+    holes: str = "refuse",
+    max_hole_rate: float = MAX_HOLE_RATE,
 ) -> pd.DataFrame:
     """Per-(system, query) RCP-nDCG@k, Count-nDCG@k and qrel-nDCG@k of a whole run.
 
@@ -207,10 +307,17 @@ def evaluate(
             :class:`~rcp_jax.data.qrel_grades.QrelsWarning`.
         k, protocol, pools, excluded: as :func:`rcp_jax.score_query`.
         exponential_qrels: qrel gain ``2**grade - 1`` instead of the grade.
+        holes: what a top-k document without an RCP gain (never judged) does to RCP- and Count-nDCG (one of
+            :data:`HOLE_POLICIES`): ``"refuse"`` (default) raises :class:`HoleError` when a system's hole rate
+            (unjudged share of its top-k documents over all its queries) passes ``max_hole_rate``, and
+            otherwise scores like ``"zero"``; ``"zero"``: gain 0; ``"ignore"``: the document is dropped from
+            the ranking. qrel-nDCG is not affected (an unjudged document has grade 0, as in trec_eval).
+        max_hole_rate: the largest hole rate ``"refuse"`` accepts (default :data:`MAX_HOLE_RATE`, 0.1).
 
     Returns:
         DataFrame ``system, query_id, [dataset,] rcp_ndcg, count_ndcg, qrel_ndcg`` (columns present for
-        the gains given), one row per (system, query).
+        the gains given), one row per (system, query). With gains, ``attrs["holes"]`` holds the
+        :func:`hole_table` of the run (before ``"ignore"`` drops anything).
 
     Example:
         >>> import pandas as pd
@@ -221,14 +328,28 @@ def evaluate(
     """
     run = validate_run(run)
     proto = get_protocol(protocol)
+    if holes not in HOLE_POLICIES:
+        raise DataError(f"holes must be one of {', '.join(HOLE_POLICIES)}, got {holes!r}")
+    if not 0 <= max_hole_rate <= 1:
+        raise DataError(f"the largest hole rate must lie in [0, 1], got {max_hole_rate:g}")
     if calibration is not None:
         gains = calibration.gains() if gains is None else gains
         count_gains = calibration.count_gains() if count_gains is None else count_gains
     columns: dict[str, pd.Series] = {}
+    judged = gains if gains is not None else count_gains
+    hole_rows = None
+    gain_run = run
+    if judged is not None:
+        hole_rows = hole_table(run, judged, k=k, protocol=proto, pools=pools, excluded=excluded)
+        if holes == "refuse":
+            _refuse_holes(hole_rows, max_hole_rate, k)
+        elif holes == "ignore":
+            keys = pd.MultiIndex.from_frame(judged[["query_id", "doc_id"]].astype(str))
+            gain_run = run.loc[pd.MultiIndex.from_frame(run[["query_id", "doc_id"]]).isin(keys)]
     if gains is not None:
-        columns["rcp_ndcg"] = ndcg_table(run, gains, k=k, protocol=proto, pools=pools, excluded=excluded)
+        columns["rcp_ndcg"] = ndcg_table(gain_run, gains, k=k, protocol=proto, pools=pools, excluded=excluded)
     if count_gains is not None:
-        columns["count_ndcg"] = ndcg_table(run, count_gains, k=k, protocol=proto, pools=pools, excluded=excluded)
+        columns["count_ndcg"] = ndcg_table(gain_run, count_gains, k=k, protocol=proto, pools=pools, excluded=excluded)
     if qrels is not None:
         q = qrels.loc[:, ["query_id", "doc_id", "grade"]].copy()
         q["query_id"] = q["query_id"].astype(str)
@@ -260,6 +381,8 @@ def evaluate(
     if "dataset" in run.columns:
         ds = run.drop_duplicates("query_id").set_index("query_id")["dataset"]
         out.insert(2, "dataset", out["query_id"].map(ds))
+    if hole_rows is not None:
+        out.attrs["holes"] = hole_rows
     return out
 
 

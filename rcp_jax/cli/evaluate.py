@@ -40,9 +40,52 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="region of practical equivalence |delta| (default 0.02); with --posterior a pair is called "
                         "A>B when P(delta > rope) >= 0.95, B>A when P(delta < -rope) >= 0.95, equivalent when "
                         "P(|delta| < rope) >= 0.95, else undecided")
+    p.add_argument("--holes", choices=["refuse", "zero", "ignore"], default="refuse",
+                   help="a top-k document without a gain (in the pools but never judged, or let in by --unknown-docs): "
+                        "refuse (the default) to rank when a system's hole rate, its unjudged share of its top-k "
+                        "documents over all queries, passes --max-hole-rate, naming the worst systems and queries "
+                        "(fill them with `rcp-jax extend`), else score it as gain 0; zero: gain 0 (counted as "
+                        "judged non-relevant); ignore: drop it from the ranking (the documents below move up). "
+                        "qrel-nDCG is unaffected. Holes per (system, query) go to holes.csv with --out")
+    p.add_argument("--max-hole-rate", type=_rate, default=0.1, metavar="RATE",
+                   help="largest hole rate --holes refuse accepts, a share in [0, 1] (default 0.1: one unjudged "
+                        "document in ten of a system's top-k)")
     p.add_argument("--unknown-docs", choices=["error", "warn", "ignore"], default="error",
                    help="a run scoring a document outside its query's pool (--pools, else the calibration): refuse "
                         "(error, the default), warn, or ignore (protocols such as plain and bright rank them with gain 0)")
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a share in [0, 1], got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a share in [0, 1], got {text.strip()}")
+    return value
+
+
+def _hole_summary(per_query, args, payload: dict, text: list[str]) -> None:
+    """The systems' hole rates into the payload and one line of text; holes.csv into --out."""
+    from rcp_jax.data.atomic import atomic_write_csv
+    from rcp_jax.evaluation import system_hole_rates
+
+    table = per_query.attrs.get("holes")
+    if table is None:
+        return
+    rates = system_hole_rates(table)
+    payload["holes"] = {"policy": args.holes, "max_hole_rate": args.max_hole_rate,
+                        "systems": {str(s): float(r) for s, r in rates.items()}}
+    if args.out:
+        atomic_write_csv(args.out / "holes.csv", table)
+    if not (rates > 0).any():
+        text.append(f"holes: every top-{args.k} document has a gain")
+        return
+    how = {"ignore": "dropped from the rankings", "zero": "scored as gain 0",
+           "refuse": "scored as gain 0; every system is under --max-hole-rate"}[args.holes]
+    shown = ", ".join(f"{s} {100 * r:.1f}%" for s, r in rates[rates > 0].head(5).items())
+    text.append(f"holes (top-{args.k} documents without a gain, {how}): {shown}"
+                + (f"; per (system, query) in {args.out / 'holes.csv'}" if args.out else ""))
 
 
 def run(args) -> int:
@@ -53,7 +96,7 @@ def run(args) -> int:
     from rcp_jax import data
     from rcp_jax.calibration import load_calibration
     from rcp_jax.data.atomic import atomic_write_csv
-    from rcp_jax.evaluation import evaluate, leaderboard
+    from rcp_jax.evaluation import HoleError, evaluate, leaderboard
 
     cal_dir = calibration_folder(args.calibration)
     cal = load_calibration(cal_dir)
@@ -69,11 +112,19 @@ def run(args) -> int:
             data.check_run_against_pools(run_file, judged, unknown_docs=args.unknown_docs, against=against)
             frames.append(run_file)
         runs = pd.concat(frames, ignore_index=True)
-        per_query = evaluate(runs, cal, qrels=qrels, k=args.k, protocol=args.protocol, pools=pools)
+        try:
+            per_query = evaluate(runs, cal, qrels=qrels, k=args.k, protocol=args.protocol, pools=pools,
+                                 holes=args.holes, max_hole_rate=args.max_hole_rate)
+        except HoleError as exc:
+            if not args.out:
+                raise
+            atomic_write_csv(args.out / "holes.csv", exc.table)
+            raise HoleError(f"{exc} (holes per system and query: {args.out / 'holes.csv'})", exc.table) from None
         board = leaderboard(per_query)
     notes = sorted({str(w.message) for w in caught})
     payload = {"k": args.k, "protocol": args.protocol, "systems": board_payload(board), "notes": notes}
     text = [format_board(board), *[f"note: {n}" for n in notes]]
+    _hole_summary(per_query, args, payload, text)
     if args.out:
         atomic_write_csv(args.out / "per_query.csv", per_query)
         atomic_write_csv(args.out / "leaderboard.csv", board.reset_index())

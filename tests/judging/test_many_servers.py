@@ -31,6 +31,7 @@ def test_a_failing_server_is_counted_and_the_run_completes_on_the_healthy_one(
         out = judge_windows_sync(windows, judge=judge, store=tmp_path, documents=documents, queries=queries,
                                  concurrency=4)
     assert len(out) == len(windows) and all(j.valid for j in out)
+    # the Router's shuffle sends each first try to either endpoint (18 windows: all to one has odds 2**-17)
     assert bad.status_counts[500] > 0, "the Router never sent a call to the second endpoint"
     assert set(bad.status_counts) == {500} and good.status_counts == Counter({200: len(windows)})
     stats = {s["api_base"]: s for s in judge.endpoint_stats()}

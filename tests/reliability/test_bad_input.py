@@ -75,7 +75,10 @@ def test_runs_are_checked_against_the_pools_given(capsys, tmp_path, evaluate_arg
             "runs.csv:", "query 'q3'", f"has no pool in {pools}")
     # a document outside the pool can be let through on purpose
     run = write(tmp_path, "extra.csv", "system,query_id,doc_id,score\ngood,q0,q0-d00,2\ngood,q0,elsewhere,1\n")
-    assert main([*map(str, evaluate_argv), "--runs", str(run), "--unknown-docs", "warn"]) == 0
+    # ... and ranked with gain 0 when told so (else it is a hole in half of good's top-k: refused)
+    assert main([*map(str, evaluate_argv), "--runs", str(run), "--unknown-docs", "warn"]) == 2
+    assert "good 50.0% (worst queries: q0 1/2)" in capsys.readouterr().err
+    assert main([*map(str, evaluate_argv), "--runs", str(run), "--unknown-docs", "warn", "--holes", "zero"]) == 0
     assert "warning" not in capsys.readouterr().err  # reported as a note in the output, not a stray warning
 
 
