@@ -13,6 +13,8 @@ Public surface
 - :class:`JudgementStore`, :func:`read_judgements`, :func:`reparse_store`: the append-only store.
 - :func:`estimate_cost`: calls, tokens and cost of a plan before spending anything.
 - :class:`PromptTemplate`, :func:`builtin_template`, :func:`render_window`: prompts.
+- :class:`Rubric`, :func:`load_rubric`, :func:`builtin_rubric`, :class:`RubricError`: rubric files (the criteria
+  of the rubric windows; ``SimulatedJudge(..., prompts={"rubric": load_rubric("my.toml")})``).
 - :func:`parse_answer`, :func:`parse_tournament`, :func:`parse_rubric`, :func:`parse_lists`,
   :data:`PARSER_VERSION`.
 - Errors: :class:`JudgeError` and subclasses.
@@ -46,6 +48,7 @@ from judging.parse import PARSER_VERSION, ParseResult, parse_answer, parse_lists
 from judging.records import INVALID_CATEGORIES, STAGES, JudgeFamily, Judgement, Usage, Window, record_id
 from judging.render import PromptTemplate, RenderedWindow, builtin_template, render_window
 from judging.reparse import reparse_store
+from judging.rubric import Rubric, RubricError, builtin_rubric, load_rubric
 from judging.run import JudgeProgress, judge_windows, judge_windows_sync
 from judging.store import JudgementStore, read_judgements
 
@@ -82,15 +85,19 @@ __all__ = [
     "PromptError",
     "PromptTemplate",
     "RenderedWindow",
+    "Rubric",
+    "RubricError",
     "SimulatedJudge",
     "StoreError",
     "StoreLockedError",
     "Usage",
     "Window",
+    "builtin_rubric",
     "builtin_template",
     "estimate_cost",
     "judge_windows",
     "judge_windows_sync",
+    "load_rubric",
     "parse_answer",
     "parse_lists",
     "parse_rubric",

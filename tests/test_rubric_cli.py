@@ -13,9 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from judging import JudgementStore, synthetic_dataset
-from judging.rubric import builtin_rubric, load_rubric
+from judging import JudgementStore, SimulatedJudge, synthetic_dataset
+from judging.rubric import RubricError, builtin_rubric, load_rubric
+from rcp_jax.calibration import load_calibration
 from rcp_jax.cli import main
+from rcp_jax.extension import check_store
 from rcp_jax.schedule import DEFAULT_CONFIG
 from rcp_jax.store_identity import StoreIdentityError, check_store_identity, make_identity
 
@@ -86,6 +88,10 @@ def test_a_three_criterion_rubric_goes_through_judge_fit_and_doctor(judged):
     items = json.loads((judged["fit"] / "calibration" / "items.json").read_text())
     assert items["rubric"]["criteria"] == NAMES
     assert list(pd.read_csv(judged["fit"] / "answers.csv").columns[-3:]) == ["C1", "C2", "C3"]
+
+    # extend refuses a judge asking another rubric than the calibration's store was judged with, before any call
+    with pytest.raises(RubricError, match=r"(?s)calibration .* was judged with rubric 'support'.*uses rubric 'paper'"):
+        check_store(judged["store"], load_calibration(judged["fit"] / "calibration"), SimulatedJudge({}))
 
     rc, out, err = cli("doctor", "--rows", str(judged["rows"]), "--rubric", str(judged["rubric"]), "--json")
     assert rc == 0, err

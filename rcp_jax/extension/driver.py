@@ -138,6 +138,12 @@ def check_store(store: str | Path, calibration: Calibration, judge) -> dict[str,
     records, everyone = _family_records(store, "tournament", fam)
     if not records:
         raise _refuse_family(store, "tournament", fam, everyone)
+    rubric_used = getattr((getattr(judge, "prompts", None) or {}).get("rubric"), "rubric", None)
+    if rubric_used is not None and calibration.rubric:  # the calibration names the rubric its store was judged with
+        from judging.rubric import check_rubric_matches
+
+        check_rubric_matches(calibration.rubric, rubric_used, what=f"the calibration (store {store})",
+                             fix="Give `rcp-jax extend` the --rubric that `rcp-jax judge` used (none for the built-in one).")
     rfam = judge.family("rubric")
     rubric, r_everyone = _family_records(store, "rubric", rfam)
     if r_everyone and not rubric:

@@ -1,0 +1,83 @@
+"""Any number of criteria: recovery of known items at K = 3 and K = 7 on the simulator (issue 17, part 4).
+
+For each K, a collection (``--queries`` x ``--docs``, 7 rubric placements per document) is simulated with known
+items (sum gamma = K, mean beta = 0) and exact BT scores, then fitted by the MAP calibration
+(:func:`rcp_jax.calibrate`) and by the frozen model's posterior (NUTS): the largest error of gamma and beta,
+the share of the 90% intervals holding the truth, the chains' largest R-hat and the CPU seconds. The joint
+model takes any K the same way (its items are the same ``_items`` of :mod:`models.bayes`).
+
+    .venv/bin/python benchmarks/rubric_k.py                  # 20 x 40, 2 chains x 300 draws: a few minutes
+    .venv/bin/python benchmarks/rubric_k.py --queries 8 --docs 25 --draws 100   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+
+ITEMS = {
+    3: ([1.3, 1.0, 0.7], [-2.0, 0.3, 1.7]),
+    7: ([1.2, 0.9, 1.1, 1.0, 0.8, 1.1, 0.9], [-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0]),
+}
+
+
+def tables(sim) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(exact BT scores ``query_id, doc_id, theta``, answers ``query_id, doc_id, C1..CK``)."""
+    t = sim.truth
+    bt = pd.concat([pd.DataFrame({"query_id": f"q{j}", "doc_id": [f"q{j}-d{i}" for i in range(len(r))],
+                                  "theta": d * (r - r.mean())})
+                    for j, (r, d) in enumerate(zip(t.relevance, t.decisiveness))], ignore_index=True)
+    k = sim.rubric_answers.shape[1]
+    answers = pd.DataFrame(sim.rubric_answers, columns=[f"C{i + 1}" for i in range(k)])
+    answers.insert(0, "doc_id", [f"q{q}-d{d}" for q, d in zip(sim.rubric_query, sim.rubric_doc)])
+    answers.insert(0, "query_id", [f"q{q}" for q in sim.rubric_query])
+    return bt, answers
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--docs", type=int, default=40)
+    ap.add_argument("--draws", type=int, default=300, help="NUTS warmup and draws per chain (default 300)")
+    ap.add_argument("--chains", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+
+    import rcp_jax
+    from models.simulate import simulate_judgements
+    from rcp_jax.bayes import posterior
+
+    rows = []
+    for k, (g, b) in ITEMS.items():
+        gamma = np.asarray(g) * k / np.sum(g)
+        beta = np.asarray(b) - np.mean(b)
+        sim = simulate_judgements(args.seed, [args.docs] * args.queries, gamma=gamma, beta=beta, rubric_placements=7.0)
+        bt, answers = tables(sim)
+        t0 = time.process_time()
+        cal = rcp_jax.calibrate(bt, answers)
+        rows.append({"K": k, "fit": "MAP", "max |gamma err|": np.abs(cal.gamma - gamma).max(),
+                     "max |beta err|": np.abs(cal.beta - beta).max(), "gamma 90% cover": "", "beta 90% cover": "",
+                     "max R-hat": "", "CPU s": time.process_time() - t0})
+        t0 = time.process_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            post = posterior.fit_posterior(bt, answers, method="nuts", model="frozen", num_warmup=args.draws,
+                                           num_samples=args.draws, num_chains=args.chains, seed=args.seed)
+        it = post.items
+        rows.append({"K": k, "fit": f"NUTS frozen ({args.chains}x{args.draws})",
+                     "max |gamma err|": np.abs(it["gamma_mean"].to_numpy() - gamma).max(),
+                     "max |beta err|": np.abs(it["beta_mean"].to_numpy() - beta).max(),
+                     "gamma 90% cover": f"{int(((it['gamma_lo'] <= gamma) & (gamma <= it['gamma_hi'])).sum())}/{k}",
+                     "beta 90% cover": f"{int(((it['beta_lo'] <= beta) & (beta <= it['beta_hi'])).sum())}/{k}",
+                     "max R-hat": posterior.diagnostics_summary(post)["max_rhat"], "CPU s": time.process_time() - t0})
+    table = pd.DataFrame(rows)
+    print(f"{args.queries} queries x {args.docs} documents, 7 rubric placements, exact BT scores, seed {args.seed}")
+    print(table.to_markdown(index=False, floatfmt=".3f"))
+
+
+if __name__ == "__main__":
+    main()
