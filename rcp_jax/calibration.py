@@ -151,6 +151,7 @@ def calibrate(
     ans, crit = validate_answers(answers)
     n_components = bt.attrs.get("n_components") if isinstance(bt.attrs.get("n_components"), dict) else None
     bt = bt.loc[:, ["query_id", "doc_id", "theta"]].copy()
+    bt.attrs = {}  # pandas deep-copies attrs into every derived frame: n_components was read above
     bt["query_id"] = bt["query_id"].astype(str)
     bt["doc_id"] = bt["doc_id"].astype(str)
     if not np.isfinite(bt["theta"].to_numpy(dtype=np.float64)).all():
@@ -172,8 +173,8 @@ def calibrate(
         )
     docs = bt.merge(counts, on=["query_id", "doc_id"], how="left")
     docs["placements"] = docs["placements"].fillna(0.0)
-    q_with = set(counts["query_id"])
-    q_all = list(dict.fromkeys(docs["query_id"]))
+    q_with = set(pd.unique(counts["query_id"]))
+    q_all = list(pd.unique(docs["query_id"]))
     uncal = [q for q in q_all if q not in q_with]
     if uncal:
         warnings.warn(
@@ -188,7 +189,7 @@ def calibrate(
         raise CalibrationError("no query has both BT scores and rubric answers; nothing to calibrate")
     q_index = {q: i for i, q in enumerate(cal_q)}
     sub = docs[docs["query_id"].isin(q_index)].sort_values(["query_id", "doc_id"], kind="stable")
-    sub["_q"] = sub["query_id"].map(q_index)
+    sub["_q"] = pd.Index(cal_q).get_indexer(sub["query_id"])
     sub["_d"] = sub.groupby("_q", sort=False).cumcount()
     n_q, n_max, k = len(cal_q), int(sub["_d"].max()) + 1, len(crit)
     theta = np.zeros((n_q, n_max))
@@ -207,7 +208,9 @@ def calibrate(
 
     tau = pd.Series(fit.tau, index=cal_q)
     alpha = pd.Series(fit.alpha, index=cal_q)
-    docs["ability"] = docs["query_id"].map(tau) * docs["theta"] + docs["query_id"].map(alpha)
+    row_q = pd.Index(cal_q).get_indexer(docs["query_id"])  # -1: an uncalibrated query
+    calibrated_row = row_q >= 0
+    docs["ability"] = np.where(calibrated_row, fit.tau[row_q] * docs["theta"].to_numpy() + fit.alpha[row_q], np.nan)
     _refuse_non_finite(fit, tau, alpha, docs, float64)
     docs["gain"] = np.where(docs["ability"].notna(), gain(docs["ability"].fillna(0.0), fit.gamma, fit.beta), np.nan)
     flags = degenerate_data_flags(docs, crit, tau, n_components)
