@@ -23,9 +23,14 @@ Small size (a few minutes on 2 busy cores)::
 
     .venv/bin/python benchmarks/budgeted.py --seeds 3 --queries 50
 
-Full size (the issue's 14 systems x 200 queries x pools of 150; about an hour on 2 cores)::
+Full size (the issue's 14 systems x 200 queries x pools of 150; a few hours on 2 busy cores)::
 
-    .venv/bin/python benchmarks/budgeted.py --seeds 5 --queries 200 --tag _full
+    .venv/bin/python benchmarks/budgeted.py --seeds 5 --queries 200 --tag _full --plot
+
+The loop's own cost per round (refit + decisions + selection, process CPU and wall, compiled programs and
+stored answers reused) at 200 queries::
+
+    .venv/bin/python benchmarks/budgeted.py --overhead-queries 200
 """
 
 from __future__ import annotations
@@ -115,7 +120,8 @@ def one_seed(seed: int, args, work: Path) -> dict:
             s = score(rep.decisions.pairs)
             rec["curves"].append({"variant": name, "round": rep.round, "calls": rep.calls,
                                   "fraction": rep.calls / full_calls, "open": rep.decisions.n_open,
-                                  "overhead_s": rep.overhead_s, "next_windows": rep.windows, **s})
+                                  "overhead_s": rep.overhead_s, "overhead_cpu_s": rep.overhead_cpu_s,
+                                  "next_windows": rep.windows, **s})
             if stop_round is None and (rep.decisions.n_decided == len(rep.decisions.pairs) or rep.decisions.n_open == 0):
                 stop_round = rep.round
         rec[f"{name}_wall_s"] = wall
@@ -155,6 +161,9 @@ def summarise(records: list[dict], target: float) -> dict:
         out["at_target"][name]["overhead_median_s"] = float(steady["overhead_s"].median())
         out["at_target"][name]["overhead_share_median"] = float((steady["overhead_s"] / judge_s).median())
         out["at_target"][name]["overhead_share_total"] = float(steady["overhead_s"].sum() / judge_s.sum())
+        if "overhead_cpu_s" in steady:
+            out["at_target"][name]["overhead_cpu_median_s"] = float(steady["overhead_cpu_s"].median())
+            out["at_target"][name]["overhead_cpu_share_median"] = float((steady["overhead_cpu_s"] / judge_s).median())
     fixed = curves[(curves["variant"] == "fixed") & (curves["fraction"] < 1.0)]
     out["fixed_fractions"] = {f"{f:.2f}": {"agree": float(g["agree"].mean()), "decided": float(g["decided"].mean()),
                                            "false_calls": int(g["false_calls"].sum()),
@@ -162,6 +171,35 @@ def summarise(records: list[dict], target: float) -> dict:
                                            "wrong_equivalent": int(g["wrong_equivalent"].sum())}
                               for f, g in fixed.groupby("fraction")}
     return out
+
+
+def overhead(queries: int, pool: int, fraction: float = 0.25) -> dict:
+    """The loop's own cost per round at ``queries`` queries: a budgeted run, then the same run again in the same
+    process (every answer in the store, every program compiled), whose rounds are pure refit + decisions +
+    selection. Judging time of a round: its windows / 64 s (1 s per call, 64 in flight)."""
+    from rcp_jax.budget import BudgetSettings, judge_budgeted
+    from rcp_jax.budget.simulated import simulated_benchmark
+
+    sim = simulated_benchmark(7, n_queries=queries, pool=pool)
+    settings = BudgetSettings(stop_when_decided=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        first = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=Path(tmp) / "s", budget=fraction,
+                               settings=settings, concurrency=64)
+        first_s = time.perf_counter() - t0
+        again = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=Path(tmp) / "s", budget=fraction,
+                               settings=settings, concurrency=64)
+    rows = [r for r in again.rounds if r.windows > 0]
+    judge_s = np.array([r.windows / 64.0 for r in rows])
+    cpu = np.array([r.overhead_cpu_s for r in rows])
+    wall = np.array([r.overhead_s for r in rows])
+    first_rows = [r for r in first.rounds if r.windows > 0]
+    return {"queries": queries, "round_windows": int(rows[0].windows), "rounds": len(rows),
+            "cpu_s_median": float(np.median(cpu)), "wall_s_median": float(np.median(wall)),
+            "judge_s_per_round": float(np.median(judge_s)), "cpu_share": float(cpu.sum() / judge_s.sum()),
+            "wall_share": float(wall.sum() / judge_s.sum()),
+            "first_run_cpu_s": [round(r.overhead_cpu_s, 2) for r in first_rows],
+            "first_run_wall_s": float(first_s), "paid_first": first.paid, "paid_again": again.paid}
 
 
 def main(argv=None) -> int:
@@ -176,11 +214,18 @@ def main(argv=None) -> int:
                    help="scaled fixed schedules to draw (default 0.4 0.7; each >= 0.3 so the rubric covers the pool)")
     p.add_argument("--tag", default="")
     p.add_argument("--plot", action="store_true", help="also draw benchmarks/out/budgeted<tag>.png")
+    p.add_argument("--overhead-queries", type=int, default=None, metavar="N",
+                   help="only measure the loop's own cost per round at N queries (writes budgeted_overhead<tag>.json)")
     args = p.parse_args(argv)
     from rcp_jax.cli.app import _configure_compilation_cache
 
     _configure_compilation_cache()
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.overhead_queries:
+        result = overhead(args.overhead_queries, args.pool)
+        print(json.dumps(result, indent=1))
+        (OUT / f"budgeted_overhead{args.tag}.json").write_text(json.dumps(result, indent=1))
+        return 0
     records = []
     start = time.perf_counter()
     for i in range(args.seeds):

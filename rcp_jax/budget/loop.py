@@ -91,7 +91,8 @@ class BudgetSettings:
 class RoundReport:
     """One round: ``calls`` windows in the plan so far (asked now or found in the store), ``paid`` calls
     made by this run so far, the decisions after the round's refit, and the loop's own seconds
-    (``overhead_s``: refits, decisions and selection) against the judge's (``judge_s``)."""
+    (``overhead_s`` wall and ``overhead_cpu_s`` process CPU: refits, decisions and selection) against the
+    judge's (``judge_s``, the wall time of the round's judging)."""
 
     round: int
     calls: int
@@ -100,13 +101,14 @@ class RoundReport:
     overhead_s: float
     judge_s: float
     windows: int = 0
+    overhead_cpu_s: float = 0.0
 
     def row(self) -> dict:
         p = self.decisions.pairs
         return {"round": self.round, "calls": self.calls, "paid": self.paid, "windows": self.windows,
                 "pairs": len(p), "decided": self.decisions.n_decided, "open": self.decisions.n_open,
                 **{c: int((p["call"] == c).sum()) for c in ("A>B", "B>A", "equivalent", "undecided")},
-                "overhead_s": self.overhead_s, "judge_s": self.judge_s}
+                "overhead_s": self.overhead_s, "overhead_cpu_s": self.overhead_cpu_s, "judge_s": self.judge_s}
 
 
 @dataclass
@@ -308,7 +310,7 @@ async def judge_budgeted_async(
         prefix = "budget" if cfg.strategy == "posterior" else "random"
         stop = "max_rounds"
         for r in range(cfg.max_rounds + 1):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             # tables grow by the new answers only (window ids phase#sequence never repeat across rounds)
             usable = [j for j in new if keep_flagged or not j.flags]
             tables["tournament"].append(tournament_table([j for j in new if j.window.stage == "tournament"],
@@ -351,6 +353,7 @@ async def judge_budgeted_async(
                 if not windows:
                     stop = "nothing_left"
             report.overhead_s = time.perf_counter() - t0
+            report.overhead_cpu_s = time.process_time() - c0
             report.windows = len(windows)
             if on_round is not None:
                 on_round(report, None)
