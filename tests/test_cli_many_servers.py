@@ -11,7 +11,7 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from judging import LiteLLMJudge, SimulatedJudge  # noqa: E402
+from judging import LiteLLMJudge, SimulatedJudge, Window, judge_windows_sync  # noqa: E402
 from judging.testing_server import Fault, FakeOpenAIServer  # noqa: E402
 from rcp_jax.cli import build_parser, main  # noqa: E402
 from rcp_jax.cli import _judge_options as J  # noqa: E402
@@ -61,11 +61,16 @@ def test_bad_endpoint_files_are_refused_by_line_without_showing_a_key(demo_tiny,
     assert SECRET not in err and "Traceback" not in err
 
 
-def test_judge_over_two_servers_one_failing(demo_tiny, tmp_path, capsys, monkeypatch):
+def test_a_judge_built_from_the_flags_counts_each_server(demo_tiny, tmp_path, capfd, monkeypatch):
+    """The judge `rcp-jax judge` builds from two endpoints (one failing, its key from the file's variable) over
+    real HTTP, and the summary lines it prints; the full judge verb is not run here (its JAX refits cost ~15 s of
+    CPU): its three lines of wiring print :func:`endpoint_summary` of this very judge."""
     rows = [json.loads(line) for line in demo_tiny["rows"].read_text().splitlines()]
     queries = {r["query_id"]: r["query"] for r in rows}
     documents = {r["query_id"]: dict(zip(r["doc_ids"], r["docs"])) for r in rows}
     latent = {q: {d: 0.3 * i for i, d in enumerate(docs)} for q, docs in documents.items()}
+    windows = [Window(q, "tournament", "round1", s, tuple(sorted(docs))[s:s + 4]) for q, docs in documents.items()
+               for s in range(3)]
     monkeypatch.setenv("SECOND_SERVER_KEY", SECRET)
     monkeypatch.setenv("OPENAI_API_KEY", "none")
     with FakeOpenAIServer(SimulatedJudge(latent, seed=3), queries=queries, documents=documents) as good, \
@@ -73,16 +78,19 @@ def test_judge_over_two_servers_one_failing(demo_tiny, tmp_path, capsys, monkeyp
                              faults=lambda ctx: Fault(status=503, message=f"down; key {SECRET}")) as bad:
         listing = tmp_path / "servers.txt"
         listing.write_text(f"{bad.url} SECOND_SERVER_KEY\n")
+        args = judge_args("--api-base", good.url, "--api-base-file", str(listing), "--concurrency", "2")
+        judge = J.build_judge(args, None)
+        judge.backoff_base = judge.backoff_max = 0.001
         store = tmp_path / "store"
-        rc = main(["judge", "--rows", str(demo_tiny["rows"]), "--model", MODEL, "--api-base", good.url,
-                   "--api-base-file", str(listing), "--store", str(store), "--max-queries", "1", "--quiet", "--json"])
-        out, err = capsys.readouterr()
-    assert rc == 0, err
-    counts = {e["api_base"]: e for e in json.loads(out)["endpoints"]}
+        out = judge_windows_sync(windows, judge=judge, store=store, documents=documents, queries=queries,
+                                 concurrency=args.concurrency)
+    assert len(out) == len(windows) and all(j.valid for j in out)
+    stats, lines = endpoint_summary(judge)
+    counts = {e["api_base"]: e for e in stats}
     assert counts[bad.url]["failed"] == bad.status_counts[503] > 0 and counts[bad.url]["answered"] == 0
-    assert counts[good.url]["answered"] == good.status_counts[200] > 0 and counts[good.url]["failed"] == 0
-    assert SECRET not in out + err
-    assert not any(SECRET.encode() in p.read_bytes() for p in store.rglob("*") if p.is_file())
-    stats, lines = endpoint_summary(type("J", (), {"endpoint_stats": lambda self: list(counts.values())})())
-    assert stats == list(counts.values()) and lines[0].startswith("calls per endpoint")
+    assert counts[good.url]["answered"] == good.status_counts[200] == len(windows) and counts[good.url]["failed"] == 0
+    assert lines[0].startswith("calls per endpoint") and f"  {good.url}: {len(windows)} answered, 0 failed" in lines
     assert f"  {bad.url}: 0 answered, {bad.status_counts[503]} failed" in lines
+    printed = capfd.readouterr()
+    assert SECRET not in printed.out + printed.err + "\n".join(lines)
+    assert not any(SECRET.encode() in p.read_bytes() for p in store.rglob("*") if p.is_file())
