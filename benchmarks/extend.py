@@ -40,6 +40,9 @@ def main(argv=None) -> dict:
     p.add_argument("--share", type=float, default=0.2, help="share of each pool left for the extension")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--k", type=int, default=10)
+    p.add_argument("--new", choices=["random", "low", "high"], default="random",
+                   help="which documents are left for the extension: a random share (default), or the share with the "
+                        "lowest / highest latent relevance (new documents outside the range the calibration saw)")
     p.add_argument("--rejudge", action="store_true", help="also judge the whole pools from scratch (calls, accuracy)")
     args = p.parse_args(argv)
 
@@ -54,7 +57,12 @@ def main(argv=None) -> dict:
     old_pools, new_docs = {}, {}
     for q, docs in documents.items():
         ids = list(docs)
-        new = set(rng.choice(ids, int(round(args.share * len(ids))), replace=False))
+        n_new = int(round(args.share * len(ids)))
+        if args.new == "random":
+            new = set(rng.choice(ids, n_new, replace=False))
+        else:
+            by_latent = sorted(ids, key=lambda d: latent[q][d], reverse=args.new == "high")
+            new = set(by_latent[:n_new])
         old_pools[q] = [d for d in ids if d not in new]
         new_docs[q] = sorted(new)
     judge = SimulatedJudge(latent, seed=args.seed, decorate=False)
@@ -65,7 +73,7 @@ def main(argv=None) -> dict:
     gamma, beta = np.array(DEFAULT_GAMMA), np.array(DEFAULT_BETA)
     truth = {(q, d): float(true_gain(np.array(v), gamma, beta)) for q, ds in latent.items() for d, v in ds.items()}
 
-    out: dict = {"queries": args.queries, "pool": args.pool, "share": args.share}
+    out: dict = {"queries": args.queries, "pool": args.pool, "share": args.share, "new": args.new}
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         store = Path(tmp) / "store"
@@ -81,6 +89,8 @@ def main(argv=None) -> dict:
         out["calls_extension"] = res.calls
         out["new_documents"] = len(res.new_documents)
         out["full_rejudge_planned"] = res.plan.full_rejudge_calls
+        out["checks"] = {"rubric_max_abs_z": res.checks["rubric"].get("max_abs_z"),
+                         "anchor_agreement": res.checks["anchors"]["agreement"], "notes": len(res.notes)}
         ws_all, ans_all, _ = store_tables(store)
         full = calibrate(fit_bradley_terry(ws_all), ans_all)
         t3 = time.perf_counter()

@@ -86,6 +86,8 @@ def _simulated_latent(args, col, plan) -> dict:
         raise DataError("--model simulated needs --pools, the pools file the store was judged with: the simulated "
                         "judge derives each document's latent relevance from the qrels and the pools")
     pools = data.read_pools(args.pools)
+    if "rank" in pools.columns:  # pool order, as `rcp-jax judge` reads it
+        pools = pools.sort_values(["query_id", "rank"], kind="stable")
     grown: dict[str, list[str]] = {}
     for q, d in zip(pools["query_id"].astype(str), pools["doc_id"].astype(str)):
         grown.setdefault(q, []).append(d)

@@ -313,12 +313,16 @@ async def extend_async(
     table = new.merge(placed, on=["query_id", "doc_id"], how="left")
     checks = {"rubric": rubric_check(cal, placed, ans), "anchors": anchor_agreement(ws, scored)}
     notes = []
-    z = checks["rubric"].get("max_abs_z", 0.0)
+    rub = checks["rubric"]
+    z = rub.get("max_abs_z", 0.0)
     if z > RUBRIC_Z_WARN:
+        c = max(rub["z"], key=lambda k: abs(rub["z"][k]))
         notes.append(
-            f"the new documents' rubric answers do not fit where the tournament placed them (largest |z| {z:.1f} over "
-            "the criteria): the judge may answer differently from when the pool was judged, or the anchors did not "
-            "carry the scale; compare with a full refit (`rcp-jax fit --store ...` fits every answer, the extension's too)")
+            f"the new documents' rubric answers do not fit where the tournament placed them: {c} is passed in "
+            f"{rub['observed'][c]:.0%} of their answers where the calibration predicts {rub['predicted'][c]:.0%} "
+            f"(|z| {abs(rub['z'][c]):.1f}). The new documents may lie outside the range the calibration was fitted on "
+            "(its tau and alpha are then extrapolated), or the judge answers differently now; refit everything with "
+            f"`rcp-jax fit --store {store}` (it fits the extension's answers too) and compare")
     for n in notes:
         warnings.warn(n, ExtensionWarning, stacklevel=3)
     extended.info = {**extended.info, "extensions": [*cal.info.get("extensions", []), {
