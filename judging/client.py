@@ -575,15 +575,23 @@ class LiteLLMJudge(BaseJudge):
                 f"{where}: window {window} ran past its {self.timeout:g} s deadline on each of {retries + 1} tries "
                 "(the deadline covers connecting, the server's queue and the whole answer). Raise --timeout, lower "
                 "--concurrency to the server's parallel slots (queued requests wait inside the server) or "
-                "--max-tokens, then re-run: stored answers are kept."
+                f"--max-tokens, then re-run: stored answers are kept.{self._endpoint_note()}"
             )
         if kind == "retry":
             return JudgeTransportError(
                 f"{where}: window {window} still failing after {retries} retries ({type(exc).__name__}, HTTP "
                 f"{status}). The server is overloaded or down; lower concurrency or raise max_transport_retries, "
-                f"then re-run: stored answers are kept.{said}"
+                f"then re-run: stored answers are kept.{said}{self._endpoint_note()}"
             )
         return JudgeError(f"{where}: unexpected {type(exc).__name__} for window {window}.{said}")
+
+    def _endpoint_note(self) -> str:
+        """`` Tries per endpoint ...`` after a transport failure with several endpoints (``""`` with one)."""
+        if not self._endpoints:
+            return ""
+        counts = "; ".join(f"{s['api_base']} {s['answered']} answered, {s['failed']} failed"
+                           for s in self.endpoint_stats())
+        return f" Tries per endpoint so far: {counts}."
 
     def _missing_keys(self) -> list[str]:
         try:

@@ -8,7 +8,9 @@ import logging
 import socket
 from collections import Counter
 
-from judging import LiteLLMJudge, judge_windows_sync
+import pytest
+
+from judging import JudgeTransportError, LiteLLMJudge, judge_windows_sync
 from judging.testing_server import Fault
 
 MODEL = "openai/fake-judge"
@@ -62,3 +64,18 @@ def test_an_unreachable_endpoint_is_passed_over(tmp_path, dataset, windows, serv
     stats = {s["api_base"]: s for s in judge.endpoint_stats()}
     assert stats[good.url]["answered"] == 6 and stats[dead]["answered"] == 0
     assert stats[dead]["failed"] == judge.ledger.transport_retries
+
+
+def test_when_every_server_fails_the_error_counts_each_one(tmp_path, dataset, windows, served):
+    queries, documents, _ = dataset
+    down = [served(faults=lambda ctx: Fault(status=503)) for _ in range(2)]
+    judge = LiteLLMJudge(MODEL, endpoints=[s.url for s in down], api_key=FAKE_KEY, backoff_base=0.001,
+                         backoff_max=0.002, max_transport_retries=3)
+    with pytest.raises(JudgeTransportError) as info:
+        judge_windows_sync(windows[:1], judge=judge, store=tmp_path, documents=documents, queries=queries)
+    message = str(info.value)
+    assert "Tries per endpoint so far:" in message and FAKE_KEY not in message
+    tries = {s.url: s.status_counts[503] for s in down}
+    assert sum(tries.values()) == 4 and min(tries.values()) >= 1  # the retry went to the other server
+    for url, n in tries.items():
+        assert f"{url} 0 answered, {n} failed" in message
