@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     # gains and metrics
     "gain": "metrics", "score_query": "metrics", "Protocol": "metrics", "PROTOCOLS": "metrics",
     "QueryScore": "metrics", "evaluate": "evaluation", "leaderboard": "evaluation",
+    "hole_table": "evaluation", "HoleError": "evaluation",
     # fits
     "fit_bradley_terry": "tournament", "calibrate": "calibration", "fit_rubric_only": "calibration",
     "Calibration": "calibration", "save_calibration": "calibration", "load_calibration": "calibration",
@@ -95,7 +96,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from rcp_jax.calibration import Calibration, calibrate, fit_rubric_only, load_calibration, save_calibration
     from rcp_jax.data import check_run_against_pools, read_beir, read_pools, read_qrels, read_rows, read_run
     from rcp_jax.errors import CalibrationError, DataError, RcpError
-    from rcp_jax.evaluation import evaluate, leaderboard
+    from rcp_jax.evaluation import HoleError, evaluate, hole_table, leaderboard
     from rcp_jax.extension import ExtensionResult, extend, read_extension_log
     from rcp_jax.human import ContestSet, contest_verdicts, head_to_head, human_agreement_report, load_contests
     from rcp_jax.list_compare import ListComparison, compare_ideal_lists, compare_ideal_lists_sync, ideal_lists
