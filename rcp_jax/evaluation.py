@@ -215,7 +215,8 @@ def _refuse_holes(table: pd.DataFrame, max_rate: float, k: int) -> None:
     raise HoleError(
         f"{len(over)} system(s) have more than {100 * max_rate:g}% of their top-{k} documents unjudged (no gain in "
         f"the calibration): {'; '.join(parts)}{more}. Judge those documents with `rcp-jax extend --runs <run file> "
-        "--store <store> --calibration <fit folder>` (it places them on the calibrated scale), or rank anyway: "
+        "--store <store> --calibration <fit folder> --dataset <BEIR folder> (or --rows <rows.jsonl>) --model "
+        "<judge>` (it places them on the calibrated scale), or rank anyway: "
         "--holes zero (an unjudged document counts as gain 0) or --holes ignore (unjudged documents are dropped "
         f"from the ranking), or raise --max-hole-rate (now {max_rate:g})",
         table,
