@@ -321,3 +321,29 @@ def test_extension_log_survives_a_torn_last_line(tmp_path):
     (tmp_path / "extensions.jsonl").write_bytes(b'{"event":"started"}\nnot json\n{"event":"x"}\n')
     with pytest.raises(DataError, match=r"extensions.jsonl, line 2: not an extension event"):
         read_extension_log(tmp_path)
+
+
+def test_rubric_check_tells_a_misplaced_document_from_a_well_placed_one():
+    # answers drawn at the placed ability fit (small z); answers drawn 1.5 lower (documents placed too high,
+    # as when tau and alpha are extrapolated) do not (large z, the criterion's observed share below its prediction)
+    from judging.offline import DEFAULT_BETA, DEFAULT_GAMMA
+    from rcp_jax.calibration import Calibration
+    from rcp_jax.extension import rubric_check
+
+    gamma, beta = np.array(DEFAULT_GAMMA), np.array(DEFAULT_BETA)
+    cal = Calibration([f"C{i}" for i in range(1, 6)], gamma, beta, pd.DataFrame(), pd.DataFrame())
+    rng = np.random.default_rng(3)
+    placed = pd.DataFrame({"query_id": "q", "doc_id": [f"d{i}" for i in range(60)], "ability": rng.normal(-1, 1, 60)})
+
+    def answers(shift):
+        rows = []
+        for d, a in zip(placed["doc_id"], placed["ability"]):
+            for _ in range(7):
+                p = 1 / (1 + np.exp(-gamma * (a + shift - beta)))
+                rows.append(("q", d, *(rng.random(5) < p).astype(int)))
+        return pd.DataFrame(rows, columns=["query_id", "doc_id", "C1", "C2", "C3", "C4", "C5"])
+
+    good, bad = rubric_check(cal, placed, answers(0.0)), rubric_check(cal, placed, answers(-1.5))
+    assert good["answers"] == bad["answers"] == 60 * 7 * 5
+    assert good["max_abs_z"] < 4 < bad["max_abs_z"]
+    assert all(bad["observed"][c] < bad["predicted"][c] for c in ("C1", "C2", "C3"))
