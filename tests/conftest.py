@@ -51,6 +51,68 @@ _share_jax_compilation_cache()
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+# --------------------------------------------------------------------------------------------------
+# Parallel runs: pytest-xdist (``-n auto --dist loadscope --no-loadscope-reorder`` in pyproject.toml)
+# --------------------------------------------------------------------------------------------------
+#: Test modules that share a costly session fixture run on one worker, so it is built once per run:
+#: the noisy-tournament posteriors (three NUTS fits, ``tests/bayes/conftest.py::noisy_posteriors``).
+SHARED_GROUPS = {
+    "tests/bayes/test_default_posterior.py": "bayes:noisy_posteriors",
+    "tests/bayes/test_joint.py": "bayes:noisy_posteriors",
+    "tests/bayes/test_notebook.py": "bayes:noisy_posteriors",
+}
+#: The longest groups (CPU seconds measured on 2 cores), handed out first, longest first, so that the
+#: many short modules fill the workers' tails (longest-processing-time-first scheduling).
+LONG_GROUPS = ("tests/bayes/test_inference.py", "bayes:noisy_posteriors", "tests/bayes/test_posterior.py",
+               "tests/bayes/test_cli_posterior.py", "tests/test_demo_cli.py", "tests/bayes/test_models.py",
+               "tests/test_notebooks_paper.py", "tests/stats/test_rubric_only_degenerate.py",
+               "tests/test_own_collection.py", "tests/reliability/test_signals.py", "tests/stats/test_diagnostics.py")
+
+
+def suite_group(nodeid: str) -> tuple[int, str]:
+    """(scheduling rank: lower starts earlier, xdist work unit) of a test id: its module, or the
+    module's group in ``SHARED_GROUPS``. Every test of a module runs on one worker (module-scoped
+    fixtures are built once)."""
+    module = nodeid.split("::", 1)[0]
+    group = SHARED_GROUPS.get(module, module)
+    return (LONG_GROUPS.index(group) if group in LONG_GROUPS else len(LONG_GROUPS)), group
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: one worker per CPU (at most 8), or ``$PYTEST_XDIST_AUTO_NUM_WORKERS``; none (the tests
+    run in this process) when the command line names only test files or test ids, the usual way to rerun
+    a few tests, where starting workers would cost more than it saves. ``-n 2`` / ``-n 0`` force a count."""
+    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "")
+    if env.strip().isdigit():
+        return int(env)
+    if config.args_source == pytest.Config.ArgsSource.ARGS and config.args and not any(
+            Path(arg.split("::")[0]).is_dir() for arg in config.args):
+        return 0
+    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduling with ``suite_group`` as the scope (pytest 9 ignores the test-id suffix
+    that xdist's own ``--dist loadgroup`` relies on, so the groups are computed from the ids here)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return suite_group(nodeid)[1]
+
+    return GroupScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # after every reordering by fixture scope, before xdist sends the collection
+def pytest_collection_finish(session) -> None:
+    """In an xdist worker: order the collection so the long groups come first (a stable sort: tests keep
+    their order within a group); the controller queues the groups in this order (``--no-loadscope-reorder``)."""
+    if not hasattr(session.config, "workerinput"):
+        return
+    ranked = sorted(enumerate(session.items), key=lambda t: (suite_group(t[1].nodeid)[0], t[0]))
+    session.items[:] = [item for _, item in ranked]
+
+
 def shared_data_dir() -> Path:
     """``$RCP_JAX_SHARED_DATA`` or ``<repo>/../shared/data``."""
     return Path(os.environ.get("RCP_JAX_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
