@@ -15,7 +15,7 @@ import pandas as pd
 from rcp_jax.data.qrel_grades import clip_negative_grades
 from rcp_jax.data.table_checks import finite_column, show
 from rcp_jax.errors import DataError
-from rcp_jax.metrics import Protocol, get_protocol, ndcg_flat
+from rcp_jax.metrics import Protocol, _group_order, get_protocol, ndcg_flat
 from rcp_jax.per_query import pair_queries, prepare_per_query, warn_dropped
 
 RUN_COLUMNS = ("system", "query_id", "doc_id", "score")
@@ -173,8 +173,8 @@ def hole_table(
     r = _attach_pool_and_gains(r, pool, known, proto.pool_only)
     group, index = _system_query_groups(r)
     hole = (r["gain"].to_numpy() == 0.0).astype(np.float64)  # the known ones carry gain 1 here
-    order = np.lexsort((_tie_key(r, proto, len(pool)) if proto.ties != "group_mean" else np.zeros(len(r), np.int64),
-                        -r["score"].to_numpy(), group))
+    order = _group_order(group, r["score"].to_numpy(),  # the kernel's order (a tie's holes are averaged below)
+                         _tie_key(r, proto, len(pool)) if proto.ties != "group_mean" else np.zeros(len(r), np.int64))
     g_sorted, s_sorted, h_sorted = group[order], r["score"].to_numpy()[order], hole[order]
     n = len(order)
     starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]]) if n else np.zeros(0, np.int64)
