@@ -585,6 +585,39 @@ def default_chunk(devices: Sequence[jax.Device]) -> int | None:
     return 1 if all(d.platform == "cpu" for d in devices) else None
 
 
+def _default_threads() -> int:
+    import os
+
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    return _prev_pow2(max(1, min(n, 8)))
+
+
+def _run_parts(di, sc, m, ridge, tol, max_iter: int, step: int | None, threads: int | None):
+    """:func:`_fit_queries` on one device; with ``step`` set, the queries split into equal power-of-two
+    parts run from a thread pool (each part is the same compiled program)."""
+    q = di.shape[0]
+    parts = _default_threads() if threads is None else _prev_pow2(max(1, threads))
+    if step is None:
+        return _fit_block_jit(di, sc, m, ridge, tol, max_iter=max_iter, chunk=q)
+    parts = max(1, min(parts, q // step))
+    if parts == 1:
+        return _fit_block_jit(di, sc, m, ridge, tol, max_iter=max_iter, chunk=step)
+    from concurrent.futures import ThreadPoolExecutor
+
+    size = q // parts
+    with ThreadPoolExecutor(parts) as pool:
+        futures = [
+            pool.submit(lambda lo: jax.block_until_ready(_fit_block_jit(
+                di[lo : lo + size], sc[lo : lo + size], m[lo : lo + size], ridge, tol, max_iter=max_iter, chunk=step)), lo)
+            for lo in range(0, q, size)
+        ]
+        outs = [f.result() for f in futures]
+    return tuple(np.concatenate([np.asarray(o[i]) for o in outs]) for i in range(5))
+
+
 def fit_windows(
     doc_index: np.ndarray,
     scores: np.ndarray,
@@ -598,6 +631,7 @@ def fit_windows(
     max_batch_cells: int = 2**26,
     devices: Sequence[jax.Device] | None = None,
     chunk: int | None = 0,
+    threads: int | None = None,
 ) -> BTFit:
     """Fit BT for many queries of different pool sizes in one call.
 
@@ -616,6 +650,10 @@ def fit_windows(
         chunk: queries fitted together inside a call (0: :func:`default_chunk`, i.e. one at a time on
             CPU, where each query's statistics stay in cache and each query stops iterating on its own;
             ``None``: all queries of the call at once, as suits a GPU).
+        threads: on one device with ``chunk`` set, split each call's queries into this many equal parts
+            run concurrently from a thread pool (JAX's CPU client executes them in parallel); default: the
+            CPUs this process may use (a power of two, at most 8). Each query's result is the same whatever
+            the split (queries are fitted independently).
 
     Returns:
         :class:`BTFit`.
@@ -676,7 +714,7 @@ def fit_windows(
                 m = np.zeros((q_pad, size), dtype=bool)
                 m[: len(part)] = np.arange(size)[None, :] < n_docs[part][:, None]
                 if n_dev == 1:
-                    out = _fit_block_jit(di, sc, m, ridge, tol, max_iter=max_iter, chunk=step)
+                    out = _run_parts(di, sc, m, ridge, tol, max_iter, step, threads)
                 else:
                     fun, _ = _sharded_fit_block(devs, max_iter, step)
                     out = fun(di, sc, m, np.asarray(ridge, np_dtype), np.asarray(tol, np_dtype))
