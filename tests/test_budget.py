@@ -134,10 +134,12 @@ def test_plan_round_is_prefix_consistent_and_explores():
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    sim = simulated_benchmark(3, n_queries=3, pool=10, levels=(0.4, 2.5))
+    # pools of 8 (windows as wide as demo_tiny's) and budgets that keep the BT fits in few padded shapes:
+    # the compiled programs are shared, so the whole file stays a few seconds of CPU
+    sim = simulated_benchmark(3, n_queries=3, pool=8, levels=(0.4, 2.5))
     folder = tmp_path_factory.mktemp("budget")
     settings = BudgetSettings(round_calls=4, n_draws=64, n_bootstrap=300, stop_when_decided=False)
-    first = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=folder / "store", budget=0.5,
+    first = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=folder / "store", budget=22,
                            settings=settings, concurrency=8)
     return sim, folder, settings, first
 
@@ -145,8 +147,8 @@ def tiny(tmp_path_factory):
 def test_budgeted_run_respects_budget_and_reports_rounds(tiny):
     sim, _, _, res = tiny
     full = full_protocol_calls(sim.collection.pools)
-    assert res.full_calls == full and res.budget_calls == full // 2
-    assert res.calls <= res.budget_calls and res.stop_reason == "budget"
+    assert res.full_calls == full == 60 and res.budget_calls == 22
+    assert res.calls == 22 and res.stop_reason == "budget"  # seed of 18, one round of 4
     hist = res.history()
     assert list(hist["round"]) == list(range(len(hist))) and hist["calls"].is_monotonic_increasing
     assert len(res.decisions.pairs) == 6 and res.paid == res.calls  # a fresh store: every window paid
@@ -155,25 +157,32 @@ def test_budgeted_run_respects_budget_and_reports_rounds(tiny):
 
 def test_rerun_resumes_without_calls_and_more_budget_pays_only_the_rest(tiny):
     sim, folder, settings, first = tiny
-    again = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=folder / "store", budget=0.5,
+    again = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=folder / "store", budget=22,
                            settings=settings, concurrency=8)
     assert again.paid == 0 and again.calls == first.calls
     pd.testing.assert_frame_equal(again.decisions.pairs, first.decisions.pairs)
-    more = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=folder / "store", budget=0.7,
+    more = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=folder / "store", budget=26,
                           settings=settings, concurrency=8)
     assert more.calls > first.calls and more.paid == more.calls - first.calls
 
 
 def test_fixed_protocol_afterwards_reuses_the_seed(tiny):
-    from rcp_jax.pipeline import judge_collection_sync
+    # the fixed protocol's answer-independent windows (round 1 and the balanced rubric), asked into the
+    # budgeted store, cost only those the seed did not ask: the records are the same windows
+    from judging import judge_windows_sync
 
     sim, folder, settings, _ = tiny
     store = folder / "fixed_after"
     shutil.copytree(folder / "store", store)
-    seed, _ = seed_windows(sim.collection.pools, seed=0, dataset=sim.collection.dataset, config=S.DEFAULT_CONFIG,
+    col = sim.collection
+    seed, _ = seed_windows(col.pools, seed=0, dataset=col.dataset, config=S.DEFAULT_CONFIG,
                            placements=settings.seed_placements, rubric=settings.seed_rubric)
-    _, _, _, calls = judge_collection_sync(sim.collection, judge=sim.judge, store=store, concurrency=8, progress=False)
-    assert calls == full_protocol_calls(sim.collection.pools) - len(seed)
+    fixed = [w for q, d in col.pools.items() for w in S.tournament_round1(q, d, seed=0, dataset=col.dataset)
+             + S.rubric_balanced(q, d, seed=0, dataset=col.dataset)]
+    calls = {}
+    judge_windows_sync(fixed, judge=sim.judge, store=store, documents=col.documents, queries=col.queries,
+                       concurrency=8, progress=lambda p: calls.update(n=p.calls, cached=p.cached))
+    assert calls["cached"] == len(seed) and calls["n"] == len(fixed) - len(seed)
 
 
 def test_score_calls_counts_false_calls_on_null_pairs():
@@ -192,13 +201,15 @@ def test_cli_budget_needs_runs_and_prints_rounds(demo_tiny, tmp_path, capsys):
     base = ["judge", "--rows", str(demo_tiny["rows"]), "--store", str(tmp_path / "s")]
     assert main([*base, "--budget", "0.6"]) == 2
     assert "--runs" in capsys.readouterr().err
-    code = main([*base, "--runs", str(demo_tiny["runs"]), "--budget", "0.6", "--round-calls", "3",
+    assert main([*base, "--runs", str(demo_tiny["runs"])]) == 2
+    assert "--budget" in capsys.readouterr().err
+    code = main([*base, "--runs", str(demo_tiny["runs"]), "--budget", "24", "--round-calls", "3",
                  "--out", str(tmp_path / "out")])
     assert code == 0
     cap = capsys.readouterr()
     assert "round 0:" in cap.err and "pairs decided" in cap.err and "90% interval" in cap.err
     assert "of the full protocol" in cap.out
     assert (tmp_path / "out" / "budget_rounds.csv").is_file()
-    code = main([*base, "--runs", str(demo_tiny["runs"]), "--budget", "0.6", "--round-calls", "3", "--json"])
+    code = main([*base, "--runs", str(demo_tiny["runs"]), "--budget", "24", "--round-calls", "3", "--json"])
     payload = json.loads(capsys.readouterr().out)
     assert code == 0 and payload["calls"] == 0 and payload["planned_calls"] <= payload["budget_calls"]

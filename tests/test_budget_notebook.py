@@ -38,6 +38,6 @@ def test_budgeted_notebook_runs_small(tmp_path, monkeypatch):
     client.execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
-    assert "3 queries x 10 documents, 4 systems" in text
+    assert "3 queries x 8 documents, 4 systems" in text
     assert "full protocol:" in text and "budgeted:" in text
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the curve was drawn

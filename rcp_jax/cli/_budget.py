@@ -61,6 +61,9 @@ def run_budgeted(args, collection, judge, quiet: bool) -> int:
 
     if not args.runs:
         raise DataError("--budget needs --runs: the run files of the systems whose pairs the budget should decide")
+    if args.budget is None:
+        raise DataError("--runs is used with --budget: give --budget CALLS or a fraction of the full protocol (e.g. "
+                        "0.4), or drop --runs to judge the fixed protocol")
     runs = read_runs(args.runs)
     settings = BudgetSettings(round_calls=args.round_calls)
 
