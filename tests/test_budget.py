@@ -213,3 +213,19 @@ def test_cli_budget_needs_runs_and_prints_rounds(demo_tiny, tmp_path, capsys):
     code = main([*base, "--runs", str(demo_tiny["runs"]), "--budget", "24", "--round-calls", "3", "--json"])
     payload = json.loads(capsys.readouterr().out)
     assert code == 0 and payload["calls"] == 0 and payload["planned_calls"] <= payload["budget_calls"]
+
+
+def test_a_round_cut_short_resumes_to_the_same_result(tiny):
+    # a run stopped inside a round (here by its budget; a kill leaves the store in the same state) and run
+    # again with more budget asks the rest of that round and ends exactly where an uncut run ends
+    sim, folder, settings, _ = tiny
+    cut = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=folder / "cut", budget=20,
+                         settings=settings, concurrency=8)
+    assert cut.calls == 20 and cut.rounds[-1].round == 1  # the seed's 18 and 2 of round 1's 4 windows
+    whole = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=folder / "cut", budget=26,
+                           settings=settings, concurrency=8)
+    uncut = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=folder / "store", budget=26,
+                           settings=settings, concurrency=8)
+    assert whole.paid == 6  # only the rest of round 1 and round 2
+    pd.testing.assert_frame_equal(whole.decisions.pairs, uncut.decisions.pairs)
+    pd.testing.assert_frame_equal(whole.window_scores, uncut.window_scores)
