@@ -7,11 +7,15 @@ released judge verdicts) lives in ``../shared/data`` beside the checkout (or ``$
 a test that needs it takes the ``shared_data`` fixture, which skips the test when the folder is absent
 (one reason, printed by ``-ra``), or fails it when ``RCP_JAX_REQUIRE_SHARED=1`` (CI sets it: CI has the data).
 
-Every test of a session, and every ``rcp-jax`` / notebook subprocess a test starts, shares one
-persistent JAX compilation cache (a temporary folder removed at the end, unless
-``JAX_COMPILATION_CACHE_DIR`` is already set): a program compiled once is loaded, not compiled again,
-by the next process that needs it. It changes no result (the executable is the same), only the time
-the CLI and notebook tests spend in XLA.
+Every test, every xdist worker and every ``rcp-jax`` / notebook subprocess a test starts share one
+persistent JAX compilation cache, kept between runs in ``~/.cache/rcp-jax/tests-jax`` (or under
+``$XDG_CACHE_HOME``; at most 1 GiB, least recently used programs evicted, a file lock between
+processes), unless ``JAX_COMPILATION_CACHE_DIR`` is already set: a program compiled once is loaded, not
+compiled again, by the next process or run that needs it. It changes no result (the executable is the
+same), only the time spent in XLA (about half the CPU of a small NUTS test). A cold run, as on a new
+machine: ``JAX_COMPILATION_CACHE_DIR=$(mktemp -d) .venv/bin/python -m pytest -q``.
+
+The README's command runs on pytest-xdist workers; see "Parallel runs" below.
 """
 
 from __future__ import annotations
@@ -30,20 +34,37 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
+#: Size cap of the tests' compilation cache (JAX evicts the least recently used programs beyond it; a cap
+#: also makes JAX take a file lock around every read and write, so concurrent workers never see half a file).
+TEST_CACHE_MAX_BYTES = 1 << 30
+
+
+def _test_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rcp-jax" / "tests-jax"
+
+
 def _share_jax_compilation_cache() -> None:
     if "JAX_COMPILATION_CACHE_DIR" in os.environ:
         return
-    folder = tempfile.mkdtemp(prefix="rcp-jax-tests-jax-cache-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    try:
+        folder = _test_cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        folder = str(folder)
+    except OSError:  # no writable home: one temporary folder for this run
+        folder = tempfile.mkdtemp(prefix="rcp-jax-tests-jax-cache-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
     os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(TEST_CACHE_MAX_BYTES))
     if "jax" in sys.modules:  # imported before this conftest (a plugin): configure this process too
         import jax
 
         jax.config.update("jax_compilation_cache_dir", folder)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        jax.config.update("jax_compilation_cache_max_size", int(os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"]))
 
 
 _share_jax_compilation_cache()

@@ -95,7 +95,8 @@ def driver(tmp_path_factory) -> Driver:
     cache = tmp_path_factory.mktemp("jax-cache")
     env = {
         **os.environ,
-        "JAX_COMPILATION_CACHE_DIR": str(cache),
+        # the session's cache (tests/conftest.py: kept between runs), else a folder of this session
+        "JAX_COMPILATION_CACHE_DIR": os.environ.get("JAX_COMPILATION_CACHE_DIR", str(cache)),
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
