@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from bayes_helpers import gain_coverage
+from bayes_helpers import gain_coverage, simulated_run
 
 from rcp_jax.bayes import format_posterior_table, posterior_metrics
 from rcp_jax.bayes.posterior import FrozenModelWarning, fit_posterior
@@ -44,8 +44,10 @@ def test_decide_calls_only_practically_meaningful_differences():
     assert decide(half[:, None], rope=0.02)["call"][0] == "undecided"
 
 
-def test_decisions_agree_in_table_json_csv_and_forest_plot(frozen_posterior, run_table, tmp_path):
-    met = posterior_metrics(run_table, frozen_posterior, k=10, n_bootstrap=300, seed=2)
+def test_decisions_agree_in_table_json_csv_and_forest_plot(noisy, noisy_posteriors, tmp_path):
+    # the noisy collection's frozen fit (this module's shared fits: one xdist work unit, see tests/conftest.py)
+    run = simulated_run(noisy[0], [0.4, 0.8, 1.0, 1.1, 3.0], seed=11, depth=30)
+    met = posterior_metrics(run, noisy_posteriors["frozen"], k=10, n_bootstrap=300, seed=2)
     pairs = met.pairs
     assert set(pairs["call"]) <= {"A>B", "B>A", "equivalent", "undecided"}
     # the table's calls are the rule applied to the combined probabilities it prints
