@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -32,8 +33,10 @@ from rcp_jax.budget.select import document_values, pair_weights, plan_round
 from rcp_jax.calibration import Calibration, calibrate
 from rcp_jax.errors import DataError
 from rcp_jax.evaluation import validate_run
-from rcp_jax.pipeline import PipelineInput, rubric_table, tournament_table, warn_flagged
 from rcp_jax.tournament import fit_bradley_terry
+
+if TYPE_CHECKING:  # the pipeline is a leaf (ARCHITECTURE.md): only its input's shape is used here
+    from rcp_jax.pipeline import PipelineInput
 
 #: Why a budgeted run stopped.
 STOP_REASONS = {
@@ -195,6 +198,24 @@ def seed_windows(pools: Mapping[str, list], *, seed: int, dataset: str, config: 
     return out, rest
 
 
+def _tables(judgements: list[Judgement], keep_flagged: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(window scores ``query_id, window_id, doc_id, score``, answers ``query_id, window_id, doc_id, C1..CK``) of
+    the valid, unflagged (unless ``keep_flagged``) judgements, window ids ``phase#sequence`` as the fixed
+    pipeline's tables (one schedule per store: the store identity is checked before the first call)."""
+    scores, answers = [], []
+    for j in judgements:
+        if not j.valid or (j.flags and not keep_flagged):
+            continue
+        wid = f"{j.window.phase}#{j.window.sequence}"
+        if j.scores is not None:
+            scores += [(j.window.query_id, wid, d, float(j.scores[d])) for d in j.window.doc_ids]
+        elif j.criteria is not None:
+            answers += [(j.window.query_id, wid, d, *j.criteria[d]) for d in j.window.doc_ids]
+    k = len(answers[0]) - 3 if answers else 5
+    return (pd.DataFrame(scores, columns=["query_id", "window_id", "doc_id", "score"]),
+            pd.DataFrame(answers, columns=["query_id", "window_id", "doc_id", *[f"C{i}" for i in range(1, k + 1)]]))
+
+
 async def _ask(windows: list[Window], common: dict, store: JudgementStore) -> tuple[list[Judgement], int]:
     calls = {"n": 0}
 
@@ -223,7 +244,7 @@ def _add_placements(placed: np.ndarray, judgements: list[Judgement], position: d
 
 
 async def judge_budgeted_async(
-    collection: PipelineInput,
+    collection: "PipelineInput",
     runs: pd.DataFrame,
     *,
     judge,
@@ -313,9 +334,9 @@ async def judge_budgeted_async(
             t0, c0 = time.perf_counter(), time.process_time()
             # tables grow by the new answers only (window ids phase#sequence never repeat across rounds)
             usable = [j for j in new if keep_flagged or not j.flags]
-            tables["tournament"].append(tournament_table([j for j in new if j.window.stage == "tournament"],
-                                                         keep_flagged=keep_flagged))
-            tables["rubric"].append(rubric_table([j for j in new if j.window.stage == "rubric"], keep_flagged=keep_flagged))
+            new_ws, new_ans = _tables(new, keep_flagged)
+            tables["tournament"].append(new_ws)
+            tables["rubric"].append(new_ans)
             _add_placements(placed, usable, position)
             ws = pd.concat([t for t in tables["tournament"] if len(t)] or tables["tournament"][:1], ignore_index=True)
             ans = pd.concat([t for t in tables["rubric"] if len(t)] or tables["rubric"][:1], ignore_index=True)
@@ -369,7 +390,10 @@ async def judge_budgeted_async(
             judged += new
             paid += c
             calls += len(windows)
-        warn_flagged(judged, keep_flagged=keep_flagged, stacklevel=3)
+        flagged = sum(1 for j in judged if j.valid and j.flags)
+        if flagged and not keep_flagged:
+            notes.append(f"{flagged} flagged answer(s) (e.g. an answer repeating one planted in a document) left out "
+                         "of the fits; they stay in the store (keep_flagged=True uses them)")
         say(f"budgeted judging stopped after round {rounds[-1].round}: {STOP_REASONS[stop]}")
         return BudgetResult(window_scores=ws, answers=ans, bt=bt, calibration=cal, posterior=post, decisions=dec,
                             rounds=rounds, stop_reason=stop, budget_calls=budget_calls, full_calls=full, calls=calls,
@@ -379,7 +403,7 @@ async def judge_budgeted_async(
             st.close()
 
 
-def judge_budgeted(collection: PipelineInput, runs: pd.DataFrame, **kwargs) -> BudgetResult:
+def judge_budgeted(collection: "PipelineInput", runs: pd.DataFrame, **kwargs) -> BudgetResult:
     """:func:`judge_budgeted_async` for synchronous callers (Ctrl-C / SIGTERM: answers so far are stored and
     :class:`judging.loop.Interrupted` says how to resume, as :func:`rcp_jax.pipeline.judge_collection_sync`)."""
     import signal

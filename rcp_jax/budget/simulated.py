@@ -17,7 +17,18 @@ import pandas as pd
 
 from judging import SimulatedJudge
 from models.simulate import simulate_truth
-from rcp_jax.pipeline import PipelineInput
+
+@dataclass
+class SimulatedCollection:
+    """What :func:`rcp_jax.pipeline.judge_collection` and :func:`rcp_jax.budget.judge_budgeted` read of a
+    collection (the fields of :class:`rcp_jax.pipeline.PipelineInput`): query texts, per-query document texts,
+    pools in pool order, and the dataset name keying the schedule's random streams."""
+
+    queries: dict
+    documents: dict
+    pools: dict
+    dataset: str
+
 
 #: Noise SD (relevance units) of the systems' scores, one level per pair of twin systems.
 QUALITY_SD = (0.5, 0.8, 1.1, 1.4, 1.8, 2.3, 3.0)
@@ -25,10 +36,10 @@ QUALITY_SD = (0.5, 0.8, 1.1, 1.4, 1.8, 2.3, 3.0)
 
 @dataclass
 class SimulatedBenchmark:
-    """``collection`` (PipelineInput), ``runs`` (``system, query_id, doc_id, score``), ``judge``
+    """``collection`` (:class:`SimulatedCollection`), ``runs`` (``system, query_id, doc_id, score``), ``judge``
     (SimulatedJudge), ``latent`` (query -> doc -> relevance), ``null_pairs`` (set of frozensets of names)."""
 
-    collection: PipelineInput
+    collection: SimulatedCollection
     runs: pd.DataFrame
     judge: SimulatedJudge
     latent: dict
@@ -50,7 +61,7 @@ def simulated_benchmark(seed: int, n_queries: int = 50, pool: int = 150, *, leve
                 runs.append(pd.DataFrame({"system": f"s{li}{twin}", "query_id": q, "doc_id": ids,
                                           "score": rel + sd * rng.standard_normal(pool)}))
     qids = list(latent)
-    collection = PipelineInput(
+    collection = SimulatedCollection(
         queries={q: f"simulated query {q}" for q in qids},
         documents={q: {d: f"document {d}" for d in latent[q]} for q in qids},
         pools={q: list(latent[q]) for q in qids}, dataset=f"budget-sim-{seed}",
