@@ -92,8 +92,8 @@ class BudgetSettings:
 
 @dataclass
 class RoundReport:
-    """One round: ``calls`` windows in the plan so far (asked now or found in the store), ``paid`` calls
-    made by this run so far, the decisions after the round's refit, and the loop's own seconds
+    """One round: ``calls`` windows in the plan so far (asked now or found in the store; of ``budget``, and of
+    the full protocol's ``full``), ``paid`` calls made by this run so far, the decisions after the round's refit, and the loop's own seconds
     (``overhead_s`` wall and ``overhead_cpu_s`` process CPU: refits, decisions and selection) against the
     judge's (``judge_s``, the wall time of the round's judging)."""
 
@@ -105,6 +105,8 @@ class RoundReport:
     judge_s: float
     windows: int = 0
     overhead_cpu_s: float = 0.0
+    budget: int = 0
+    full: int = 0
 
     def row(self) -> dict:
         p = self.decisions.pairs
@@ -347,7 +349,8 @@ async def judge_budgeted_async(
             post = gain_posterior(bt, cal, ans, pools, query_ids, n_draws=cfg.n_draws, seed=seed + r)
             dec = decide_pairs(weights, post, k=cfg.k, rope=cfg.rope, decision_prob=cfg.decision_prob,
                                n_bootstrap=cfg.n_bootstrap, seed=seed + r)
-            report = RoundReport(round=r, calls=calls, paid=paid, decisions=dec, overhead_s=0.0, judge_s=judge_s)
+            report = RoundReport(round=r, calls=calls, paid=paid, decisions=dec, overhead_s=0.0, judge_s=judge_s,
+                                 budget=budget_calls, full=full)
             rounds.append(report)
             if dec.n_decided == len(dec.pairs):
                 stop = "decided"

@@ -71,7 +71,8 @@ def run_budgeted(args, collection, judge, quiet: bool) -> int:
         if quiet:
             return
         dec = report.decisions
-        head = (f"round {report.round}: {report.calls:,} calls in the plan ({report.paid:,} paid by this run), "
+        head = (f"round {report.round}: {report.calls:,} of {report.budget:,} calls "
+                f"({report.calls / max(report.full, 1):.0%} of the full protocol; {report.paid:,} paid by this run), "
                 f"pairs decided {dec.n_decided}/{len(dec.pairs)}, open {dec.n_open}; refit + selection "
                 f"{report.overhead_s:.1f} s")
         stderr("\n".join([head, *board_lines(dec.systems)]))
