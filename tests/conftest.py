@@ -76,17 +76,20 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # Parallel runs: pytest-xdist (``-n auto --dist loadscope --no-loadscope-reorder`` in pyproject.toml)
 # --------------------------------------------------------------------------------------------------
 #: Test modules that share a costly session fixture run on one worker, so it is built once per run:
-#: the noisy-tournament posteriors (three NUTS fits, ``tests/bayes/conftest.py::noisy_posteriors``).
+#: the 50 x 60 NUTS fit (``frozen_posterior``) and the noisy-tournament posteriors (three NUTS fits,
+#: ``noisy_posteriors``), both of ``tests/bayes/conftest.py``.
 SHARED_GROUPS = {
+    "tests/bayes/test_inference.py": "bayes:frozen_posterior",
+    "tests/bayes/test_posterior.py": "bayes:frozen_posterior",
+    "tests/bayes/test_plots.py": "bayes:frozen_posterior",
     "tests/bayes/test_default_posterior.py": "bayes:noisy_posteriors",
     "tests/bayes/test_joint.py": "bayes:noisy_posteriors",
     "tests/bayes/test_notebook.py": "bayes:noisy_posteriors",
 }
 #: The longest groups (CPU seconds measured on 2 cores), handed out first, longest first, so that the
 #: many short modules fill the workers' tails (longest-processing-time-first scheduling).
-LONG_GROUPS = ("tests/bayes/test_inference.py", "bayes:noisy_posteriors", "tests/bayes/test_posterior.py",
-               "tests/bayes/test_cli_posterior.py", "tests/test_demo_cli.py", "tests/bayes/test_models.py",
-               "tests/test_notebooks_paper.py", "tests/stats/test_rubric_only_degenerate.py",
+LONG_GROUPS = ("bayes:frozen_posterior", "bayes:noisy_posteriors", "tests/bayes/test_cli_posterior.py",
+               "tests/test_demo_cli.py", "tests/bayes/test_models.py", "tests/test_notebooks_paper.py", "tests/stats/test_rubric_only_degenerate.py",
                "tests/test_own_collection.py", "tests/reliability/test_signals.py", "tests/stats/test_diagnostics.py")
 
 

@@ -56,6 +56,7 @@ def test_modules_sharing_a_costly_fixture_share_a_work_unit_and_long_ones_start_
     a, b = group("tests/test_metrics.py::test_a"), group("tests/test_metrics.py::test_b[x::y]")
     assert a == b and a[1] == "tests/test_metrics.py"  # else: the module is the unit
     inference = group("tests/bayes/test_inference.py::test_nuts_is_reproducible_with_an_explicit_seed")
+    assert inference == group("tests/bayes/test_plots.py::t") and inference[1] == "bayes:frozen_posterior"
     assert inference[0] < joint[0] < group("tests/test_demo_cli.py::t")[0] < a[0] == group("tests/test_pools.py::t")[0]
     # the scheduler xdist uses splits test ids by these units
     two = SimpleNamespace(getvalue={"tx": ["popen", "popen"]}.get, getini=lambda name: [],
