@@ -473,7 +473,9 @@ def _fit_block(doc_index, scores, window_query, mask, ridge, tol, *, max_iter: i
     info = (diag - ridge) * total[:, None]
     se = 1.0 / jnp.sqrt(jnp.maximum(info, 0.0) + ridge)
     labels, n_comp = _components(both > 0, mask, degree)
-    return _centre(theta, mask), se, labels, n_comp, jnp.full(q, iters, jnp.int32)
+    # int32 whatever the x64 mode, so both branches of the per-query lax.cond agree
+    return (_centre(theta, mask), se, labels.astype(jnp.int32), n_comp.astype(jnp.int32),
+            jnp.full(q, iters, jnp.int32))
 
 
 def _fit_queries(doc_index, scores, mask, ridge, tol, *, max_iter: int, chunk: int):
@@ -608,12 +610,17 @@ def _run_parts(di, sc, m, ridge, tol, max_iter: int, step: int | None, threads: 
     from concurrent.futures import ThreadPoolExecutor
 
     size = q // parts
+    # jax.enable_x64 is thread-local: each worker thread sets it again, or a float64 fit would run
+    # (and stop) in float32 there
+    x64 = np.asarray(sc).dtype == np.float64
+
+    def part(lo):
+        with jax.enable_x64(x64):
+            return jax.block_until_ready(_fit_block_jit(
+                di[lo : lo + size], sc[lo : lo + size], m[lo : lo + size], ridge, tol, max_iter=max_iter, chunk=step))
+
     with ThreadPoolExecutor(parts) as pool:
-        futures = [
-            pool.submit(lambda lo: jax.block_until_ready(_fit_block_jit(
-                di[lo : lo + size], sc[lo : lo + size], m[lo : lo + size], ridge, tol, max_iter=max_iter, chunk=step)), lo)
-            for lo in range(0, q, size)
-        ]
+        futures = [pool.submit(part, lo) for lo in range(0, q, size)]
         outs = [f.result() for f in futures]
     return tuple(np.concatenate([np.asarray(o[i]) for o in outs]) for i in range(5))
 

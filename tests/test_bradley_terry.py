@@ -151,3 +151,20 @@ def test_bad_window_scores_are_refused_with_ids(rows, message):
 def test_missing_columns_are_named():
     with pytest.raises(rcp_jax.DataError, match="window_id"):
         rcp_jax.fit_bradley_terry(pd.DataFrame({"query_id": ["q"], "doc_id": ["a"], "score": [1.0]}))
+
+
+def test_float64_fit_on_worker_threads_stays_float64():
+    """jax.enable_x64 is thread-local: the per-query path's worker threads must fit in float64 too
+    (they once ran in float32, hit the iteration cap and returned float32-accurate scores)."""
+    import jax.numpy as jnp
+
+    from models import bradley_terry, simulate
+
+    sim = simulate.simulate_judgements(2, [12, 9, 15])
+    nd = sim.truth.n_docs
+    threaded = bradley_terry.fit_windows(sim.window_docs, sim.window_scores, sim.window_query, nd,
+                                         dtype=jnp.float64, chunk=1, threads=2)
+    batch = bradley_terry.fit_windows(sim.window_docs, sim.window_scores, sim.window_query, nd,
+                                      dtype=jnp.float64, chunk=None)
+    assert threaded.iterations.max() < 20
+    np.testing.assert_allclose(threaded.theta, batch.theta, atol=1e-9)
