@@ -78,6 +78,31 @@ def test_pooled_fit_recovers_known_severity_and_scale():
     # the truth lies within 3 Laplace standard errors, and the errors are not absurdly wide
     assert np.all(np.abs(fit.delta - severity) < 3 * fit.delta_se)
     assert np.all(fit.delta_se < 0.15)
+    _check_nuts_path(jc, fit, severity, scale)
+
+
+def _check_nuts_path(jc, fit, severity, scale):
+    """The Bayesian path of the pooled model (``fit --judges --method nuts``): a short NUTS run from the MAP
+    keeps the conventions (sum 0, geometric mean 1), centres near the MAP and covers the known offsets."""
+    from models import inference
+    from models.bayes_judges import init_values, pooled_judges_model
+    from models.irt_judges import padded_arrays
+
+    query, theta, criterion, judge, passes, trials = (
+        x.astype(np.float32) if x.dtype.kind == "f" else x for x in padded_arrays(jc))
+    kwargs = dict(query=query, theta=theta, criterion=criterion, judge=judge, passes=passes, trials=trials,
+                  n_queries=jc.n_queries, n_criteria=jc.n_criteria, n_judges=jc.n_judges, fit_scale=True)
+    draws = inference.run_nuts(pooled_judges_model, kwargs, seed=0, num_warmup=150, num_samples=150, num_chains=1,
+                               init_values=init_values(fit.gamma, fit.beta, fit.tau, fit.alpha, fit.delta, fit.scale))
+    delta = np.asarray(draws.samples["delta"]).reshape(-1, 2)
+    lam = np.asarray(draws.samples["scale"]).reshape(-1, 2)
+    np.testing.assert_allclose(delta.sum(axis=1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(np.exp(np.log(lam).mean(axis=1)), 1.0, atol=1e-5)
+    np.testing.assert_allclose(delta.mean(axis=0), fit.delta, atol=0.05)
+    lo, hi = np.quantile(delta, [0.005, 0.995], axis=0)
+    assert np.all((lo < severity) & (severity < hi)), (lo, hi, severity)
+    lo, hi = np.quantile(lam, [0.005, 0.995], axis=0)
+    assert np.all((lo < scale) & (scale < hi)), (lo, hi, scale)
 
 
 # --------------------------------------------------------------------------------------------------
