@@ -205,3 +205,30 @@ def demo_tiny(tmp_path_factory) -> dict[str, Path]:
         for q, d, g in zip(qrels["query_id"], qrels["doc_id"], qrels["grade"]):
             fh.write(f"{q} 0 {d} {int(g)}\n")
     return {"rows": folder / "rows.jsonl", "runs": folder / "runs.csv", "qrels": folder / "qrels.txt"}
+
+
+@pytest.fixture
+def execute_notebook(tmp_path, monkeypatch):
+    """Run a notebook top to bottom in a python3 kernel of this very interpreter (the venv, whatever kernels
+    the machine has installed), in its small mode (``RCP_JAX_NOTEBOOK_SMALL=1``, Agg backend), and return it
+    with its outputs. Raises nbclient's ``CellExecutionError`` on the first failing cell."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    spec = tmp_path / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (rcp-jax tests)", "language": "python",
+    }))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    monkeypatch.setenv("RCP_JAX_NOTEBOOK_SMALL", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+
+    def run(path: Path, *, timeout: int = 300):
+        nb = nbformat.read(path, as_version=4)
+        nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}}).execute()
+        return nb
+
+    return run

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "paper_analyses.ipynb"
 
@@ -21,22 +18,8 @@ def test_notebook_is_stored_without_outputs():
     assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
-def test_paper_analyses_notebook_runs_on_the_demo(tmp_path, monkeypatch):
-    # a python3 kernel of this very interpreter (the venv), whatever kernels the machine has installed
-    spec = tmp_path / "jupyter" / "kernels" / "python3"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (rcp-jax tests)", "language": "python",
-    }))
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    monkeypatch.setenv("RCP_JAX_NOTEBOOK_SMALL", "1")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    client.execute()  # raises CellExecutionError on the first failing cell
+def test_paper_analyses_notebook_runs_on_the_demo(execute_notebook):
+    nb = execute_notebook(NOTEBOOK, timeout=300)
 
     text = "\n".join(
         o.get("text", "") + o.get("data", {}).get("text/plain", "")
