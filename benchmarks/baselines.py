@@ -25,21 +25,14 @@ import numpy as np
 from scipy.special import expit, log_expit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bt_map import _query_slices, window_pairs  # noqa: E402  the same pair statistics as the scipy baseline
 
 RIDGE = 1e-4
-LABEL_CLIP = 0.01
 
 
 def _bt_statistics(docs: np.ndarray, scores: np.ndarray, n: int):
     """``(both float[n, n], net float[n], wn float[n, n])`` of one query's windows, normalised by the total weight."""
-    w = docs.shape[1]
-    ia, ib = np.triu_indices(w, 1)
-    a, b = docs[:, ia], docs[:, ib]
-    ok = (a >= 0) & (b >= 0)
-    size = (docs >= 0).sum(axis=1, keepdims=True)
-    weight = np.broadcast_to(np.where(size > 1, 2.0 / np.maximum(size, 1), 0.0), a.shape)[ok]
-    p = np.clip(expit(scores[:, ia] - scores[:, ib]), LABEL_CLIP, 1 - LABEL_CLIP)[ok]
-    a, b = a[ok], b[ok]
+    a, b, weight, p = window_pairs(docs, scores)
     wins = (np.bincount(a * n + b, weight * p, n * n) + np.bincount(b * n + a, weight * (1 - p), n * n)).reshape(n, n)
     wins /= weight.sum()
     both = wins + wins.T
@@ -72,11 +65,6 @@ def numpy_newton_query(docs: np.ndarray, scores: np.ndarray, n: int, tol: float 
         if np.abs(step * delta).max() < tol:
             break
     return theta - theta.mean(), it
-
-
-def _query_slices(window_query: np.ndarray, n_queries: int):
-    order = np.argsort(window_query, kind="stable")
-    return order, np.searchsorted(window_query[order], np.arange(n_queries + 1))
 
 
 def numpy_newton_bt(data: dict, n_queries: int, n_docs: int):

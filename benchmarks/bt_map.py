@@ -41,15 +41,16 @@ CHOIX_ALPHA = 0.1  # choix's examples use 0.01-0.1; at 1e-4 ILSR needs >100 iter
 # the alternatives
 # --------------------------------------------------------------------------------------------------
 def _query_slices(window_query: np.ndarray, n_queries: int):
+    """``(order, bounds)``: the windows of query q are ``order[bounds[q]:bounds[q + 1]]``."""
     order = np.argsort(window_query, kind="stable")
     bounds = np.searchsorted(window_query[order], np.arange(n_queries + 1))
     return order, bounds
 
 
-def scipy_fit_query(docs: np.ndarray, scores: np.ndarray, n: int):
-    """One query: unique-pair statistics, then L-BFGS in float64 with an analytic gradient."""
-    from scipy.optimize import minimize
-    from scipy.special import expit, log_expit
+def window_pairs(docs: np.ndarray, scores: np.ndarray):
+    """The soft preferences of one query's windows (docs int[V, w], -1 = empty slot; scores float[V, w]):
+    ``(a, b, weight, p)`` per real pair, p = clip(sigmoid(s_a - s_b)) the win of a over b, weight = 2 / size."""
+    from scipy.special import expit
 
     w = docs.shape[1]
     ia, ib = np.triu_indices(w, 1)
@@ -58,7 +59,15 @@ def scipy_fit_query(docs: np.ndarray, scores: np.ndarray, n: int):
     size = (docs >= 0).sum(axis=1, keepdims=True)
     weight = np.broadcast_to(np.where(size > 1, 2.0 / np.maximum(size, 1), 0.0), a.shape)[ok]
     p = np.clip(expit(scores[:, ia] - scores[:, ib]), LABEL_CLIP, 1 - LABEL_CLIP)[ok]
-    a, b = a[ok], b[ok]
+    return a[ok], b[ok], weight, p
+
+
+def scipy_fit_query(docs: np.ndarray, scores: np.ndarray, n: int):
+    """One query: unique-pair statistics, then L-BFGS in float64 with an analytic gradient."""
+    from scipy.optimize import minimize
+    from scipy.special import expit, log_expit
+
+    a, b, weight, p = window_pairs(docs, scores)
     lo, hi = np.minimum(a, b), np.maximum(a, b)
     p_lo = np.where(a < b, p, 1.0 - p)  # soft win of the lower index
     key = lo * n + hi
