@@ -6,6 +6,10 @@ The defaults repeat :mod:`judging.pages` (a test keeps them equal), so building 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from judging.pages import ImageLimits
 
 #: judging.pages defaults, repeated so that `rcp-jax --help` imports nothing
 DEFAULT_MAX_SIDE = 1024
@@ -41,7 +45,7 @@ def add_image_options(p: argparse.ArgumentParser) -> None:
                         f"{DEFAULT_MAX_IMAGES})")
 
 
-def image_limits(args):
+def image_limits(args) -> ImageLimits:
     """The :class:`judging.pages.ImageLimits` of ``args`` (defaults for a namespace without the options)."""
     from judging.pages import ImageLimits
 

@@ -43,6 +43,8 @@ def _interval(v, lo, hi, fmt="{:+.3f}") -> str:
 
 
 def offsets_lines(offsets, ci_prob: float, how: str) -> list[str]:
+    """Printable lines of the judges' offsets table (``judge, delta, delta_lo, delta_hi, scale, scale_lo,
+    scale_hi, answers``; severity in ability units, scale a factor) with their ``ci_prob`` intervals."""
     width = max(5, *(len(str(j)) for j in offsets["judge"]))
     lines = [f"judge offsets ({round(100 * ci_prob)}% intervals, {how}; severity > 0 = stricter than the average "
              "judge, scale > 1 = more decisive):",
@@ -54,6 +56,8 @@ def offsets_lines(offsets, ci_prob: float, how: str) -> list[str]:
 
 
 def agreement_lines(agreement) -> list[str]:
+    """Printable lines of the judges' agreement table (``judge_a, judge_b, criterion, kappa, n``): one line
+    per pair of judges with Cohen's kappa per criterion and the number of shared answers."""
     lines = []
     for (a, b), g in agreement.groupby(["judge_a", "judge_b"], sort=False):
         n = int(g.loc[g["criterion"] == "all", "n"].iloc[0]) if (g["criterion"] == "all").any() else 0
