@@ -104,6 +104,10 @@ ENDPOINT_FAILS_TO_REST = 3
 #: ... for this many seconds while another endpoint is healthy.
 ENDPOINT_REST_S = 30.0
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm")
+#: words of a transport failure where nothing answered (litellm/openai/httpx wording)
+_NO_CONNECTION_WORDS = ("connection error", "connection refused", "connecterror", "cannot connect",
+                        "failed to establish a new connection", "name or service not known",
+                        "nodename nor servname", "temporary failure in name resolution")
 
 
 def _env_secrets() -> list[str]:
@@ -507,6 +511,14 @@ class LiteLLMJudge(BaseJudge):
             return "request"
         return "other"
 
+    def _no_connection(self, exc: BaseException) -> bool:
+        """True when nothing answered at all (refused, unreachable, unknown host): litellm reports such a
+        failure as an InternalServerError (status 500) or an APIConnectionError saying "Connection error"."""
+        if isinstance(exc, self._ensure_litellm().APIConnectionError):
+            return True
+        text = str(getattr(exc, "message", "") or exc).lower()
+        return any(w in text for w in _NO_CONNECTION_WORDS)
+
     def _retry_after(self, exc: BaseException) -> float | None:
         headers = getattr(exc, "litellm_response_headers", None)
         if headers is None:
@@ -576,6 +588,13 @@ class LiteLLMJudge(BaseJudge):
                 "(the deadline covers connecting, the server's queue and the whole answer). Raise --timeout, lower "
                 "--concurrency to the server's parallel slots (queued requests wait inside the server) or "
                 f"--max-tokens, then re-run: stored answers are kept.{self._endpoint_note()}"
+            )
+        if kind == "retry" and self._no_connection(exc):
+            return JudgeTransportError(
+                f"{where}: could not connect for window {window} on {retries + 1} tries: nothing answered (no HTTP "
+                "status; litellm labels this InternalServerError 500). Is the server running and reachable, and is "
+                "--api-base right (scheme, host, port; OpenAI-compatible servers end in /v1)? Then re-run: stored "
+                f"answers are kept.{said}{self._endpoint_note()}"
             )
         if kind == "retry":
             return JudgeTransportError(
@@ -691,6 +710,7 @@ class LiteLLMJudge(BaseJudge):
                     # another endpoint that has not failed this call: go there at once
                     delay = 0.0 if self._has_fresh_endpoint(failed_here) else self._backoff(retries, exc)
                     what = (f"no complete answer within the {self.timeout:g} s deadline" if kind == "timeout"
+                            else "could not connect (nothing answered)" if self._no_connection(exc)
                             else f"{type(exc).__name__} (HTTP {getattr(exc, 'status_code', None)})")
                     at = self._endpoints[endpoint]["api_base"] if endpoint is not None else self.endpoint_label
                     log.warning(

@@ -104,6 +104,26 @@ def test_persistent_failures_end_in_a_transport_error(tmp_path, dataset, windows
     assert records(tmp_path) == []
 
 
+def test_a_port_where_nothing_listens_says_could_not_connect_not_overloaded(tmp_path, dataset, windows, caplog):
+    """A real refused connection (no fake server: a port just closed), which litellm labels HTTP 500."""
+    import socket
+
+    queries, documents, _ = dataset
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    judge = LiteLLMJudge(MODEL, api_base=url, api_key=FAKE_KEY, max_transport_retries=1,
+                         backoff_base=0.001, backoff_max=0.01)
+    with caplog.at_level(logging.WARNING), pytest.raises(JudgeTransportError) as info:
+        judge_windows_sync(windows[:1], judge=judge, store=tmp_path, documents=documents, queries=queries)
+    message = str(info.value)
+    assert "could not connect" in message and url in message and "--api-base" in message
+    assert "overloaded" not in message and FAKE_KEY not in message
+    assert "could not connect (nothing answered)" in caplog.text
+    assert records(tmp_path) == []
+
+
 def test_401_fails_fast_naming_model_and_endpoint_never_the_key(tmp_path, dataset, windows, served, caplog, capfd):
     queries, documents, _ = dataset
     server = served(api_key="sk-" + "the-right-key-0000")  # the server echoes the wrong key it was given
