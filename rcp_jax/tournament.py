@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from models import bradley_terry
-from rcp_jax.data.table_checks import finite_column, show
+from rcp_jax.data.table_checks import finite_column, id_codes, id_strings, run_heads, show
 from rcp_jax.errors import DataError
 
 WINDOW_COLUMNS = ("query_id", "window_id", "doc_id", "score")
@@ -22,11 +22,6 @@ def _require_columns(df: pd.DataFrame, columns, what: str) -> None:
         raise DataError(
             f"{what} is missing column(s) {missing}; expected columns {list(columns)} (got {list(df.columns)})"
         )
-
-
-def string_ids(column: pd.Series) -> pd.Series:
-    """An id column as strings (a column that already holds strings is returned as is)."""
-    return column if isinstance(column.dtype, pd.StringDtype) else column.astype(str)
 
 
 def first_codes(keys: np.ndarray, upper: int) -> tuple[np.ndarray, int]:
@@ -61,32 +56,6 @@ def sorted_codes(keys: np.ndarray, upper: int) -> tuple[np.ndarray, int]:
     return rank[codes], len(uniques)
 
 
-def _window_slots(q_code: np.ndarray, w_code: np.ndarray, n_w: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Window number (sorted by query, then window id) and slot inside the window (input order) of each
-    row: ``(int64[n], int64[n], n_windows)``.
-
-    Usually the rows of a window are contiguous: the runs of equal (query, window) are the windows, and
-    only the run heads are sorted. Otherwise every row's key is coded and the rows sorted stably.
-    """
-    n = len(q_code)
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), 0
-    heads = np.flatnonzero(np.concatenate([[True], (q_code[1:] != q_code[:-1]) | (w_code[1:] != w_code[:-1])]))
-    order = np.lexsort((w_code[heads], q_code[heads]))
-    hq, hw = q_code[heads][order], w_code[heads][order]
-    if not np.any((hq[1:] == hq[:-1]) & (hw[1:] == hw[:-1])):
-        rank = np.empty(len(heads), dtype=np.int64)
-        rank[order] = np.arange(len(heads))
-        lengths = np.diff(np.append(heads, n))
-        return np.repeat(rank, lengths), np.arange(n) - np.repeat(heads, lengths), len(heads)
-    win, n_win = sorted_codes(q_code * n_w + w_code, (int(q_code.max()) + 1) * n_w)
-    sizes = np.bincount(win, minlength=n_win)
-    order = np.argsort(win, kind="stable")
-    slot = np.empty(n, dtype=np.int64)
-    slot[order] = np.arange(n) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return win, slot, n_win
-
-
 @dataclass(frozen=True)
 class WindowArrays:
     """Window scores as the arrays of :func:`models.bradley_terry.fit_windows`, with the ids to map back.
@@ -118,14 +87,73 @@ class WindowArrays:
     pair_doc_id: pd.Index
 
 
+def _window_layout(
+    heads: np.ndarray, head_q: np.ndarray, head_w: np.ndarray, n_rows: int, n_w: int
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | None]:
+    """Window number (sorted by query, then window id) and slot inside the window (input order) of each
+    row: ``(win int64[n], slot int64[n], n_windows, runs)``.
+
+    ``heads`` int64[R] are the first rows of the runs of equal (query, window), with their codes ``head_q``,
+    ``head_w`` int64[R]. Usually the rows of a window are contiguous: the runs are the windows, only the
+    run heads are sorted, and ``runs`` int64[W] gives the run of each window in canonical order. Otherwise
+    every row's key is coded and the rows sorted stably (``runs`` is None).
+    """
+    if n_rows == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), 0, np.zeros(0, np.int64)
+    lengths = np.diff(np.append(heads, n_rows))
+    order = np.lexsort((head_w, head_q))
+    hq, hw = head_q[order], head_w[order]
+    if not np.any((hq[1:] == hq[:-1]) & (hw[1:] == hw[:-1])):
+        rank = np.empty(len(heads), dtype=np.int64)
+        rank[order] = np.arange(len(heads))
+        return np.repeat(rank, lengths), np.arange(n_rows) - np.repeat(heads, lengths), len(heads), order
+    q_code, w_code = np.repeat(head_q, lengths), np.repeat(head_w, lengths)
+    win, n_win = sorted_codes(q_code * n_w + w_code, (int(q_code.max()) + 1) * n_w)
+    sizes = np.bincount(win, minlength=n_win)
+    order = np.argsort(win, kind="stable")
+    slot = np.empty(n_rows, dtype=np.int64)
+    slot[order] = np.arange(n_rows) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return win, slot, n_win, None
+
+
+def _twice(names: np.ndarray) -> np.ndarray:
+    """bool[W]: windows of ``names`` int[W, w] (-1 = empty slot) that hold some document twice. Compares
+    every pair of slots, one contiguous column against another."""
+    small = np.int32 if names.size == 0 or int(names.max()) < 2**31 - 1 else np.int64
+    columns = np.ascontiguousarray(names.T, dtype=small)
+    twice = np.zeros(names.shape[0], dtype=bool)
+    for i in range(names.shape[1] - 1):
+        hit = np.zeros(names.shape[0], dtype=bool)
+        for j in range(i + 1, names.shape[1]):
+            hit |= columns[i] == columns[j]
+        twice |= hit & (columns[i] >= 0)
+    return twice
+
+
+def _codes_or_refuse(codes: np.ndarray, rows: np.ndarray | None, frame: pd.DataFrame, col: str) -> None:
+    """Refuse a missing id (code -1); ``rows`` maps the codes' positions to rows (None: one code per row)."""
+    missing = np.flatnonzero(codes < 0)
+    if len(missing):
+        i = int(missing[0] if rows is None else rows[missing[0]])
+        raise DataError(
+            f"{col} of window-score row {show(frame.index[i])} is missing; every row needs a query_id, window_id "
+            f"and doc_id (fill it in or drop the row)"
+        )
+
+
 def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     """Check a long table of window scores and encode it as arrays in a few vectorised passes.
 
-    Refuses, naming the query, window and document: missing columns, non-finite scores, a document
-    listed twice in one window, and windows with fewer than two documents (they carry no comparison).
+    Refuses, naming the query, window and document: missing columns, missing ids, non-finite scores, a
+    document listed twice in one window, and windows with fewer than two documents (they carry no
+    comparison).
+
+    Ids come in runs (a window's rows are contiguous, a query's windows too): the query and window ids are
+    compared with the previous row's and only the run heads are factorized; the document ids are
+    factorized once. Id columns of any type are read as strings (:func:`rcp_jax.data.table_checks.id_codes`:
+    integers and categoricals by their distinct values).
     """
     _require_columns(window_scores, WINDOW_COLUMNS, "window scores")
-    q_ids, w_ids, d_ids = (string_ids(window_scores[c]) for c in ("query_id", "window_id", "doc_id"))
     score, row = finite_column(window_scores, "score")
     if row is not None:
         raise DataError(
@@ -133,20 +161,30 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
             f"is {show(row.score)}; scores must be finite numbers (re-judge the window or drop it)"
         )
     n_rows = len(score)
-    q_code, q_names = pd.factorize(q_ids, sort=True)
-    w_code, w_names = pd.factorize(w_ids, sort=True)
-    d_code, d_names = pd.factorize(d_ids, sort=False)
-    q_code, w_code, d_code = (np.asarray(c, dtype=np.int64) for c in (q_code, w_code, d_code))
-    n_q = len(q_names)
-    win, slot, n_win = _window_slots(q_code, w_code, len(w_names))
+    q_col, w_col, d_col = (window_scores[c] for c in ("query_id", "window_id", "doc_id"))
+    q_change = run_heads(q_col)
+    q_heads = np.flatnonzero(q_change)
+    qh_code, q_names = id_codes(q_col.take(q_heads), sort=True)
+    _codes_or_refuse(qh_code, q_heads, window_scores, "query_id")
+    heads = np.flatnonzero(run_heads(w_col, breaks=q_change))
+    head_w, w_names = id_codes(w_col.take(heads), sort=True)
+    _codes_or_refuse(head_w, heads, window_scores, "window_id")
+    d_code, d_names = id_codes(d_col, sort=False)
+    _codes_or_refuse(d_code, None, window_scores, "doc_id")
+    q_code = np.repeat(qh_code, np.diff(np.append(q_heads, n_rows)))
+    n_q, n_d = len(q_names), len(d_names)
+    win, slot, n_win, runs = _window_layout(heads, q_code[heads], head_w, n_rows, len(w_names))
     sizes = np.bincount(win, minlength=n_win)
     width = max(int(sizes.max()) if n_win else 1, 1)
-    names = np.full((n_win, width), -1, dtype=np.int64)
-    names[win, slot] = d_code
-    # a document twice in one window: compare every pair of slots
-    twice = np.zeros(n_win, dtype=bool)
-    for i in range(width - 1):
-        twice |= ((names[:, i : i + 1] == names[:, i + 1 :]) & (names[:, i : i + 1] >= 0)).any(axis=1)
+    if runs is not None and n_rows == n_win * width:  # every window one run of `width` rows: gather the runs
+        names = d_code.reshape(n_win, width)[runs]
+        scores = score.reshape(n_win, width)[runs]
+    else:
+        names = np.full((n_win, width), -1, dtype=np.int64)
+        names[win, slot] = d_code
+        scores = np.zeros((n_win, width))
+        scores[win, slot] = score
+    twice = _twice(names)
     if twice.any():
         w_bad = int(np.flatnonzero(twice)[0])
         docs = names[w_bad][names[w_bad] >= 0]
@@ -154,53 +192,73 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
         repeated = docs[counts[inverse] > 1][0]
         first = np.flatnonzero((win == w_bad) & (d_code == repeated))[0]
         raise DataError(
-            f"document {d_ids.iloc[first]!r} appears more than once in window {w_ids.iloc[first]!r} of query "
-            f"{q_ids.iloc[first]!r}; a window shows each document once"
+            f"document {_id_at(d_col, first)!r} appears more than once in window {_id_at(w_col, first)!r} of "
+            f"query {_id_at(q_col, first)!r}; a window shows each document once"
         )
     small = np.flatnonzero(sizes < 2)
     if len(small):
         first = int(np.flatnonzero(win == small[0])[0])
         raise DataError(
-            f"window {w_ids.iloc[first]!r} of query {q_ids.iloc[first]!r} has a single document; a window needs "
-            f"at least two documents to compare (drop it)"
+            f"window {_id_at(w_col, first)!r} of query {_id_at(q_col, first)!r} has a single document; a window "
+            f"needs at least two documents to compare (drop it)"
         )
     window_query = np.zeros(n_win, dtype=np.int64)
     window_query[win] = q_code
-    scores = np.zeros((n_win, width))
-    scores[win, slot] = score
-    # (query, document) pairs numbered by first appearance in the canonical (window-sorted) layout, which
-    # groups them by query: a query's pairs are one run of codes
-    cell = names >= 0
-    cell_query = np.broadcast_to(window_query[:, None], names.shape)[cell]
-    cell_name = names[cell]
-    owner = np.zeros(len(d_names), dtype=np.int64)
-    owner[d_code] = q_code
-    if np.array_equal(owner[d_code], q_code):  # every document id belongs to one query: it is the pair's key
-        pair_code, n_pairs = first_codes(cell_name, len(d_names))
-    else:
-        pair_code, n_pairs = first_codes(cell_query * len(d_names) + cell_name, n_q * len(d_names))
-    pair_query_sorted = np.zeros(n_pairs, dtype=np.int64)
-    pair_query_sorted[pair_code] = cell_query
-    n_docs = np.bincount(pair_query_sorted, minlength=n_q)
-    local = pair_code - (np.cumsum(n_docs) - n_docs)[cell_query]
-    doc_index = np.full(names.shape, -1, dtype=np.int32)
-    doc_index[cell] = local
-    # pairs in order of first appearance in the input rows
-    cell_pair = np.full(names.shape, -1, dtype=np.int64)
-    cell_pair[cell] = pair_code
-    row_pair = cell_pair[win, slot]
-    first = np.full(n_pairs, n_rows, dtype=np.int64)
-    np.minimum.at(first, row_pair, np.arange(n_rows, dtype=np.int64))
-    input_rows = np.sort(first)
-    pair_query = q_code[input_rows]
     first_q = np.full(n_q, n_rows, dtype=np.int64)
-    np.minimum.at(first_q, q_code, np.arange(n_rows, dtype=np.int64))
+    np.minimum.at(first_q, qh_code, q_heads)
+    cell = names >= 0
+    full = bool(cell.all())
+    owner = np.zeros(n_d, dtype=np.int64)
+    owner[d_code] = q_code
+    if np.array_equal(owner[d_code], q_code):
+        # every document id belongs to one query: it is the pair's key, and the pairs in order of first
+        # appearance in the input are the document codes in order
+        cell_name = names.ravel() if full else names[cell]
+        number = _first_numbers(cell_name, n_d)  # pair number of each document, canonical order
+        n_docs = np.bincount(owner, minlength=n_q)
+        local = number - (np.cumsum(n_docs) - n_docs)[owner]
+        doc_index = local.astype(np.int32)[names]
+        if not full:
+            doc_index[~cell] = -1
+        pair_query, pair_doc, pair_doc_id = owner, local, d_names
+    else:
+        cell_query = np.broadcast_to(window_query[:, None], names.shape)[cell]
+        pair_code, n_pairs = first_codes(cell_query * n_d + names[cell], n_q * n_d)
+        pair_query_sorted = np.zeros(n_pairs, dtype=np.int64)
+        pair_query_sorted[pair_code] = cell_query
+        n_docs = np.bincount(pair_query_sorted, minlength=n_q)
+        doc_index = np.full(names.shape, -1, dtype=np.int32)
+        doc_index[cell] = pair_code - (np.cumsum(n_docs) - n_docs)[cell_query]
+        # pairs in order of first appearance in the input rows
+        cell_pair = np.full(names.shape, -1, dtype=np.int64)
+        cell_pair[cell] = pair_code
+        first = np.full(n_pairs, n_rows, dtype=np.int64)
+        np.minimum.at(first, cell_pair[win, slot], np.arange(n_rows, dtype=np.int64))
+        input_rows = np.sort(first)
+        pair_query = q_code[input_rows]
+        pair_doc = doc_index[win[input_rows], slot[input_rows]].astype(np.int64)
+        pair_doc_id = d_names.take(d_code[input_rows])
     return WindowArrays(
         doc_index=doc_index, scores=scores, window_query=window_query, n_docs=n_docs,
         query_names=q_names, query_order=np.argsort(first_q, kind="stable"),
-        pair_query=pair_query, pair_doc=doc_index[win[input_rows], slot[input_rows]].astype(np.int64),
-        pair_doc_id=d_names.take(d_code[input_rows]),
+        pair_query=pair_query, pair_doc=pair_doc, pair_doc_id=pair_doc_id,
     )
+
+
+def _first_numbers(keys: np.ndarray, upper: int) -> np.ndarray:
+    """int64[upper]: each key's number in order of first appearance in ``keys`` int[n] (every key below
+    ``upper`` appears)."""
+    n = len(keys)
+    first = np.full(upper, n, dtype=np.int64)
+    np.minimum.at(first, keys, np.arange(n, dtype=np.int64))
+    is_first = np.zeros(n + 1, dtype=np.int64)
+    is_first[first] = 1
+    return np.cumsum(is_first)[first] - 1
+
+
+def _id_at(column: pd.Series, row: int) -> str:
+    """The id of row ``row`` (position) as a string, as a message quotes it."""
+    return id_strings(column.iloc[[row]]).iloc[0]
 
 
 def validate_window_scores(window_scores: pd.DataFrame) -> pd.DataFrame:
@@ -212,9 +270,19 @@ def validate_window_scores(window_scores: pd.DataFrame) -> pd.DataFrame:
     encode_window_scores(window_scores)
     df = window_scores.loc[:, list(WINDOW_COLUMNS)].copy()
     for col in ("query_id", "window_id", "doc_id"):
-        df[col] = string_ids(df[col])
+        df[col] = id_strings(df[col])
     df["score"] = pd.to_numeric(df["score"], errors="coerce").astype(np.float64)
     return df
+
+
+#: the dtype pandas gives a column of Python strings (``str``, arrow-backed where pyarrow is installed)
+_STR_DTYPE = pd.Series(np.array(["a"], dtype=object)).dtype
+
+
+def _str_column(names: pd.Index):
+    """An id column for an output frame, as a column built from Python strings would be: the names'
+    own array when it already has that dtype (no per-row string objects), else the strings."""
+    return names.array if names.dtype == _STR_DTYPE else names.to_numpy()
 
 
 def fit_bradley_terry(
@@ -254,14 +322,16 @@ def fit_bradley_terry(
     pq, pd_ = arrays.pair_query, arrays.pair_doc
     out = pd.DataFrame(
         {
-            "query_id": arrays.query_names.take(pq).to_numpy(),
-            "doc_id": arrays.pair_doc_id.to_numpy(),
+            "query_id": _str_column(arrays.query_names.take(pq)),
+            "doc_id": _str_column(arrays.pair_doc_id),
             "theta": fit.theta[pq, pd_],
             "se": fit.se[pq, pd_],
             "component": fit.component[pq, pd_],
         }
     )
-    n_comp = {str(arrays.query_names[i]): int(fit.n_components[i]) for i in arrays.query_order}
+    order = arrays.query_order
+    n_comp = dict(zip(map(str, arrays.query_names.take(order).tolist()),
+                      np.asarray(fit.n_components)[order].astype(int).tolist()))
     out.attrs["n_components"] = n_comp
     broken = {q: k for q, k in n_comp.items() if k > 1}
     if broken:

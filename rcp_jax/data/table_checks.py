@@ -138,3 +138,48 @@ def _first_duplicate(df: pd.DataFrame, keys: Sequence[str]):
     first_key = tuple(rows.iloc[0][k] for k in keys)
     same = rows[np.all([rows[k] == v for k, v in zip(keys, first_key)], axis=0)]
     return first_key, list(same.index[:2])
+
+
+def id_strings(column: pd.Series) -> pd.Series:
+    """An id column as strings (a column that already holds strings is returned as is; others are cast
+    with ``astype(str)``, which keeps missing cells missing)."""
+    return column if isinstance(column.dtype, pd.StringDtype) else column.astype(str)
+
+
+def id_codes(column: pd.Series, *, sort: bool = False) -> tuple[np.ndarray, pd.Index]:
+    """``(codes int64[n], names)`` of an id column: exactly ``pd.factorize(id_strings(column), sort=sort)``
+    (names: a string Index, sorted or in order of first appearance; code -1 for a missing cell), without
+    turning every cell into a string.
+
+    String columns are factorized as they are. Other columns (integers, categoricals, objects) are
+    factorized by value first (a categorical by its codes), and only the distinct values are turned into
+    strings; values that give the same string (``1`` and ``"1"``) are then merged, so the codes are those of
+    the strings. A column with missing cells takes the plain path.
+    """
+    if isinstance(column.dtype, pd.StringDtype) or column.hasnans:
+        codes, names = pd.factorize(id_strings(column), sort=sort)
+        return np.asarray(codes, dtype=np.int64), names
+    raw_codes, raw_names = pd.factorize(column)
+    codes, names = pd.factorize(id_strings(pd.Series(raw_names)), sort=sort)
+    return np.asarray(codes, dtype=np.int64)[raw_codes], names
+
+
+def run_heads(column: pd.Series, breaks: np.ndarray | None = None) -> np.ndarray:
+    """bool[n]: True on the first row and on every row whose id differs from the previous row's (or
+    where ``breaks`` bool[n] is True). Arrow-backed string columns are compared by pyarrow, others by
+    their :func:`id_codes`."""
+    n = len(column)
+    change = np.ones(n, dtype=bool)
+    if n > 1:
+        array = column.array
+        if isinstance(column.dtype, pd.StringDtype) and hasattr(array, "__arrow_array__") and not column.hasnans:
+            import pyarrow.compute as pc
+
+            values = array.__arrow_array__()
+            change[1:] = pc.not_equal(values.slice(1), values.slice(0, n - 1)).to_numpy()
+        else:
+            codes, _ = id_codes(column)
+            change[1:] = codes[1:] != codes[:-1]
+    if breaks is not None:
+        change |= breaks
+    return change
