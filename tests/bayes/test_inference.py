@@ -105,23 +105,62 @@ def test_svi_agrees_with_nuts_on_the_frozen_model(method, collection, frozen_pos
     assert post.idata.posterior.sizes["chain"] == 1 and "sample_stats" not in post.idata.children
 
 
+#: Datasets of the reduced SBC test (the full run, ``benchmarks/sbc.py``, has 200).
+SBC_DATASETS = 50
+
+
+def sbc_coverage_bands(n_datasets: int, n_components: int, *, nominal: float = 0.9,
+                       alpha: float = 0.01) -> tuple[int, int]:
+    """(lowest, highest) number of datasets out of ``n_datasets`` whose interval may hold one component's truth.
+
+    For a correct sampler, datasets are independent draws, so that number is Binomial(n_datasets, nominal)
+    per component; the band is its central ``1 - alpha / n_components`` range (Bonferroni over the
+    components: a correct sampler fails the whole check with probability at most ``alpha``).
+    """
+    tail = alpha / n_components / 2
+    return int(stats.binom.ppf(tail, n_datasets, nominal)), int(stats.binom.isf(tail, n_datasets, nominal))
+
+
+def test_sbc_coverage_bands_are_the_binomial_quantiles():
+    lo, hi = sbc_coverage_bands(50, 18)
+    assert (lo, hi) == (36, 50)
+    # a correct sampler lands outside one component's band with probability <= 0.01 / 18 (on each side)
+    assert stats.binom.cdf(lo - 1, 50, 0.9) <= 0.01 / 36 < stats.binom.cdf(lo, 50, 0.9)
+
+
 def test_simulation_based_calibration_of_the_2pl_is_uniform():
-    """Reduced SBC (the full run: ``benchmarks/sbc.py``): 100 datasets of 4 queries x 12 documents."""
+    """Reduced SBC (the full run: ``benchmarks/sbc.py``): 50 datasets of 4 queries x 12 documents.
+
+    Bands derived for a correct sampler (each check fails it with probability <= 1%): rank uniformity per
+    component over 5 bins (10 expected ranks per bin, as 10 bins had with 100 datasets; Bonferroni over the
+    components); coverage of each component within its Binomial(50, 0.9) band (:func:`sbc_coverage_bands`);
+    the coverage pooled over a parameter's components as the mean of each dataset's covered share (the
+    shares are independent across datasets, the components within one are not, so the pooled count is no
+    binomial), within 3.19 standard errors of 0.9 (a t test on 49 degrees of freedom at 0.01 / 4, two-sided:
+    Bonferroni over the four parameters).
+    """
     rng = np.random.default_rng(0)
     q, n, c = 4, 12, 5
     design = dict(theta=jnp.asarray(rng.normal(0.0, 1.5, (q, n)), jnp.float32),
                   trials=jnp.full((q, n, c), 2.0, jnp.float32), passes=None, item_sd=1.0)
     res = inference.simulation_based_calibration(
-        bayes.calibration_model, design, params=("gamma", "beta", "tau", "alpha"), n_datasets=100, seed=0,
+        bayes.calibration_model, design, params=("gamma", "beta", "tau", "alpha"), n_datasets=SBC_DATASETS, seed=0,
         num_warmup=150, num_samples=200, thinning=2,
     )
     assert res.n_draws == 100
-    assert res.divergences.sum() <= 2
+    assert res.divergences.sum() <= 2  # transitions over all datasets (the bound the 100-dataset test had)
+    n_components = sum(int(np.prod(res.covered[p].shape[1:])) for p in res.covered)
+    lo, hi = sbc_coverage_bands(SBC_DATASETS, n_components)
+    t_crit = stats.t.isf(0.01 / 4 / 2, SBC_DATASETS - 1)
     for p in ("gamma", "beta", "tau", "alpha"):
         # one chi-square per component (Bonferroni): components of one dataset are correlated, so a
         # histogram pooled over them is no multinomial sample (see inference.rank_uniformity_p)
-        assert inference.rank_uniformity_p(res.ranks[p], res.n_draws) > 0.01, (p, res.ranks[p])
-        assert 0.85 <= res.covered[p].mean() <= 0.95, (p, res.covered[p].mean())
+        assert inference.rank_uniformity_p(res.ranks[p], res.n_draws, bins=5) > 0.01, (p, res.ranks[p])
+        held = res.covered[p].reshape(SBC_DATASETS, -1)
+        assert ((held.sum(axis=0) >= lo) & (held.sum(axis=0) <= hi)).all(), (p, held.sum(axis=0), lo, hi)
+        share = held.mean(axis=1)  # one covered share per dataset: independent across datasets
+        se = share.std(ddof=1) / np.sqrt(SBC_DATASETS)
+        assert abs(share.mean() - 0.9) <= t_crit * se, (p, share.mean(), se)
 
 
 def test_rank_uniformity_is_tested_per_component():
