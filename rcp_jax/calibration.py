@@ -11,10 +11,13 @@ import numpy as np
 import pandas as pd
 
 from models import irt
+from rcp_jax.data.table_checks import id_codes, id_positions, run_codes
 from rcp_jax.errors import CalibrationError, DataError
 from rcp_jax.metrics import gain
 
 _CRITERION = re.compile(r"^C(\d+)$")
+#: the dtype of a column of Python strings (``astype(str)`` gives it)
+_STR_DTYPE = pd.Series(np.array(["a"], dtype=object)).dtype
 
 
 def criterion_columns(answers: pd.DataFrame) -> list[str]:
@@ -48,6 +51,11 @@ def validate_answers(answers: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         raw = df[c]
         if raw.dtype == bool:
             raise DataError(f"criterion {c} holds booleans; give 0/1 integers")
+        if raw.dtype.kind in "iu":  # integers: checked by numpy, not by a hash table
+            values = raw.to_numpy()
+            if ((values == 0) | (values == 1)).all():
+                df[c] = values.astype(np.int8)
+                continue
         values = pd.to_numeric(raw, errors="coerce")
         bad = ~values.isin([0, 1])
         if bad.any():
@@ -121,6 +129,32 @@ def _placement_counts(answers: pd.DataFrame, crit: list[str]) -> pd.DataFrame:
     return out.reset_index()
 
 
+def _bt_rows(bt_q: np.ndarray, bt_d: np.ndarray, n_d: int):
+    """A lookup from (query code, document code) int[m] pairs to the BT row int[m] (-1: no such row), or None
+    when some (query, document) has two BT rows. ``bt_q``, ``bt_d`` int[n] are the codes of the BT rows."""
+    n = len(bt_q)
+    if n == 0:
+        return lambda q, d: np.full(len(q), -1, dtype=np.int64)
+    if n_d == n:  # every document id once: the id finds the row, the query is checked
+        row_of_d = np.empty(n, dtype=np.int64)
+        row_of_d[bt_d] = np.arange(n)
+
+        def by_doc(q: np.ndarray, d: np.ndarray) -> np.ndarray:
+            row = row_of_d[d]
+            return np.where((d >= 0) & (bt_q[row] == q), row, -1)
+
+        return by_doc
+    index = pd.Index(bt_q * n_d + bt_d)
+    if not index.is_unique:
+        return None
+
+    def by_pair(q: np.ndarray, d: np.ndarray) -> np.ndarray:
+        known = (q >= 0) & (d >= 0)
+        return np.where(known, index.get_indexer(np.where(known, q * n_d + d, -1)), -1)
+
+    return by_pair
+
+
 def calibrate(
     bt: pd.DataFrame,
     answers: pd.DataFrame,
@@ -150,32 +184,43 @@ def calibrate(
             raise DataError(f"BT scores are missing column {col!r}; expected query_id, doc_id, theta")
     ans, crit = validate_answers(answers)
     n_components = bt.attrs.get("n_components") if isinstance(bt.attrs.get("n_components"), dict) else None
-    bt = bt.loc[:, ["query_id", "doc_id", "theta"]].copy()
+    bt = bt.loc[:, ["query_id", "doc_id", "theta"]]  # a new frame (copy on write): the caller's is untouched
     bt.attrs = {}  # pandas deep-copies attrs into every derived frame: n_components was read above
-    bt["query_id"] = bt["query_id"].astype(str)
-    bt["doc_id"] = bt["doc_id"].astype(str)
+    for col in ("query_id", "doc_id"):
+        if bt[col].dtype != _STR_DTYPE:
+            bt[col] = bt[col].astype(str)
+    bt_theta = bt["theta"].to_numpy()
     if not np.isfinite(bt["theta"].to_numpy(dtype=np.float64)).all():
         row = bt.loc[~np.isfinite(bt["theta"].to_numpy(dtype=np.float64))].iloc[0]
         raise DataError(f"BT score of document {row.doc_id!r} in query {row.query_id!r} is not finite")
-    if bt.duplicated(["query_id", "doc_id"]).any():
+    # ids as integer codes: queries in order of first appearance (bt_q), documents likewise (bt_d)
+    n_bt, k = len(bt), len(crit)
+    bt_q, q_names = run_codes(bt["query_id"])
+    bt_d, d_names = id_codes(bt["doc_id"])
+    bt_row = _bt_rows(bt_q, bt_d, len(d_names))
+    if bt_row is None:
         row = bt.loc[bt.duplicated(["query_id", "doc_id"])].iloc[0]
         raise DataError(f"document {row.doc_id!r} of query {row.query_id!r} has two BT scores; keep one")
 
-    counts = _placement_counts(ans, crit)
-    merged = counts.merge(bt, on=["query_id", "doc_id"], how="left", indicator=True)
-    orphan = merged["_merge"] == "left_only"
-    if orphan.any():
+    # each answer's BT row (-1: none), through the distinct answer ids
+    q_of = id_positions(ans["query_id"], q_names, runs=True)
+    d_of = id_positions(ans["doc_id"], d_names)
+    a_row = bt_row(q_of, d_of)
+    if (a_row < 0).any():
+        counts = _placement_counts(ans, crit)
+        merged = counts.merge(bt, on=["query_id", "doc_id"], how="left", indicator=True)
+        orphan = merged["_merge"] == "left_only"
         row = merged.loc[orphan].iloc[0]
         raise CalibrationError(
             f"rubric answers for document {row.doc_id!r} of query {row.query_id!r} have no BT score "
             f"({int(orphan.sum())} such documents); the answers and the tournament must cover the same "
             f"query and document ids"
         )
-    docs = bt.merge(counts, on=["query_id", "doc_id"], how="left")
-    docs["placements"] = docs["placements"].fillna(0.0)
-    q_with = set(pd.unique(counts["query_id"]))
-    q_all = list(pd.unique(docs["query_id"]))
-    uncal = [q for q in q_all if q not in q_with]
+    placements = np.bincount(a_row, minlength=n_bt).astype(np.float64)
+    pass_counts = np.stack([np.bincount(a_row, weights=ans[c].to_numpy(), minlength=n_bt) for c in crit], axis=1)
+    q_all = [str(q) for q in q_names.tolist()]
+    answered = np.bincount(bt_q[placements > 0], minlength=len(q_all)) > 0
+    uncal = [q for q, a in zip(q_all, answered) if not a]
     if uncal:
         warnings.warn(
             f"{len(uncal)} quer{'y has' if len(uncal) == 1 else 'ies have'} a tournament but no rubric answers "
@@ -184,21 +229,26 @@ def calibrate(
         )
     # queries and documents enter the fit sorted by id, so the shared sums (and every bit of the result)
     # do not depend on the order of the input rows
-    cal_q = sorted(q for q in q_all if q in q_with)
+    cal_q = sorted(q for q, a in zip(q_all, answered) if a)
     if not cal_q:
         raise CalibrationError("no query has both BT scores and rubric answers; nothing to calibrate")
-    q_index = {q: i for i, q in enumerate(cal_q)}
-    sub = docs[docs["query_id"].isin(q_index)].sort_values(["query_id", "doc_id"], kind="stable")
-    sub["_q"] = pd.Index(cal_q).get_indexer(sub["query_id"])
-    sub["_d"] = sub.groupby("_q", sort=False).cumcount()
-    n_q, n_max, k = len(cal_q), int(sub["_d"].max()) + 1, len(crit)
+    q_cal = pd.Index(cal_q).get_indexer(q_names)  # calibrated index of each query, -1: uncalibrated
+    row_q = q_cal[bt_q]
+    rows = np.flatnonzero(row_q >= 0)
+    d_rank = np.empty(len(d_names), dtype=np.int64)
+    d_rank[d_names.argsort()] = np.arange(len(d_names))
+    rows = rows[np.lexsort((d_rank[bt_d[rows]], row_q[rows]))]
+    n_q = len(cal_q)
+    sizes = np.bincount(row_q[rows], minlength=n_q)
+    qi = row_q[rows]
+    di = np.arange(len(rows)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    n_max = int(sizes.max())
     theta = np.zeros((n_q, n_max))
     passes = np.zeros((n_q, n_max, k))
     trials = np.zeros((n_q, n_max, k))
-    qi, di = sub["_q"].to_numpy(), sub["_d"].to_numpy()
-    theta[qi, di] = sub["theta"].to_numpy(dtype=np.float64)
-    passes[qi, di] = sub[[f"{c}_pass" for c in crit]].fillna(0.0).to_numpy()
-    trials[qi, di] = sub["placements"].to_numpy()[:, None]
+    theta[qi, di] = bt_theta[rows].astype(np.float64)
+    passes[qi, di] = pass_counts[rows]
+    trials[qi, di] = placements[rows][:, None]
     cells = irt.calibration_cells(theta, passes, trials)
     dtype = jnp.float64 if float64 else jnp.float32
     fit = irt.fit_2pl_calibration(cells, ridge=ridge, dtype=dtype, max_iter=max_iter)
@@ -208,29 +258,29 @@ def calibrate(
 
     tau = pd.Series(fit.tau, index=cal_q)
     alpha = pd.Series(fit.alpha, index=cal_q)
-    row_q = pd.Index(cal_q).get_indexer(docs["query_id"])  # -1: an uncalibrated query
     calibrated_row = row_q >= 0
-    docs["ability"] = np.where(calibrated_row, fit.tau[row_q] * docs["theta"].to_numpy() + fit.alpha[row_q], np.nan)
-    _refuse_non_finite(fit, tau, alpha, docs, float64)
-    docs["gain"] = np.where(docs["ability"].notna(), gain(docs["ability"].fillna(0.0), fit.gamma, fit.beta), np.nan)
-    flags = degenerate_data_flags(docs, crit, tau, n_components)
+    ability = np.where(calibrated_row, fit.tau[row_q] * bt_theta + fit.alpha[row_q], np.nan)
+    _refuse_non_finite(fit, tau, alpha, ability, calibrated_row, bt["doc_id"], float64)
+    gains = np.where(~np.isnan(ability), gain(np.where(np.isnan(ability), 0.0, ability), fit.gamma, fit.beta), np.nan)
+    q_sorted = np.empty(len(q_all), dtype=np.int64)
+    q_sorted[np.argsort(np.array(q_all, dtype=object), kind="stable")] = np.arange(len(q_all))
+    flags = _flags_by_code(q_sorted[bt_q], sorted(q_all), bt_theta, placements, pass_counts, crit, tau, n_components)
     for flag in flags:
         warnings.warn(flag["message"], CalibrationWarning, stacklevel=2)
-    passed = docs[[f"{c}_pass" for c in crit]].sum(axis=1)
-    docs["count_gain"] = np.where(docs["placements"] > 0, passed / (k * docs["placements"].where(docs["placements"] > 0, 1)), np.nan)
-    docs["placements"] = docs["placements"].astype(np.int64)
-    docs = docs.rename(columns={"theta": "theta_bt"})[
-        ["query_id", "doc_id", "theta_bt", "ability", "gain", "placements", "count_gain"]
-    ]
-    per_q = docs.groupby("query_id", sort=False).agg(n_docs=("doc_id", "size"), placements=("placements", "sum"))
+    passed = pass_counts.sum(axis=1)
+    count_gain = np.where(placements > 0, passed / (k * np.where(placements > 0, placements, 1)), np.nan)
+    docs = pd.DataFrame({
+        "query_id": bt["query_id"].array, "doc_id": bt["doc_id"].array, "theta_bt": bt["theta"].array,
+        "ability": ability, "gain": gains, "placements": placements.astype(np.int64), "count_gain": count_gain,
+    })
     queries = pd.DataFrame({"query_id": q_all})
     queries["tau"] = queries["query_id"].map(tau)
     queries["alpha"] = queries["query_id"].map(alpha)
-    queries["n_docs"] = queries["query_id"].map(per_q["n_docs"]).astype(int)
-    queries["n_answers"] = (queries["query_id"].map(per_q["placements"]) * k).astype(int)
+    queries["n_docs"] = np.bincount(bt_q, minlength=len(q_all)).astype(int)
+    queries["n_answers"] = (np.bincount(bt_q, weights=placements, minlength=len(q_all)).astype(np.int64) * k).astype(int)
     queries["calibrated"] = queries["tau"].notna()
     return Calibration(
-        criteria=crit, gamma=fit.gamma, beta=fit.beta, queries=queries, documents=docs.reset_index(drop=True),
+        criteria=crit, gamma=fit.gamma, beta=fit.beta, queries=queries, documents=docs,
         method="map",
         info={"objective": fit.objective, "iterations": fit.iterations, "converged": fit.converged,
               "ridge": ridge, "float64": float64, "restarts": restarts, "flags": flags},
@@ -271,14 +321,17 @@ class CalibrationWarning(UserWarning):
 TAU_COLLAPSED = 1e-3
 
 
-def _refuse_non_finite(fit, tau: pd.Series, alpha: pd.Series, docs: pd.DataFrame, float64: bool) -> None:
-    """A fit that produced NaN or infinities is an error, never NaN gains handed on silently."""
+def _refuse_non_finite(
+    fit, tau: pd.Series, alpha: pd.Series, ability: np.ndarray, calibrated: np.ndarray, doc_ids: pd.Series,
+    float64: bool,
+) -> None:
+    """A fit that produced NaN or infinities is an error, never NaN gains handed on silently. ``ability``
+    float[n], ``calibrated`` bool[n] and ``doc_ids`` are per document."""
     bad = [name for name, v in (("gamma", fit.gamma), ("beta", fit.beta), ("tau", tau.to_numpy()),
                                 ("alpha", alpha.to_numpy())) if not np.isfinite(np.asarray(v, dtype=np.float64)).all()]
-    calibrated = docs["query_id"].isin(tau.index).to_numpy()
-    ability = docs["ability"].to_numpy(dtype=np.float64)
+    ability = np.asarray(ability, dtype=np.float64)
     if not np.isfinite(ability[calibrated]).all():
-        bad.append("ability of documents " + str(docs.loc[calibrated & ~np.isfinite(ability), "doc_id"].tolist()[:5]))
+        bad.append("ability of documents " + str(doc_ids[calibrated & ~np.isfinite(ability)].tolist()[:5]))
     if bad:
         raise CalibrationError(
             f"the 2PL calibration produced non-finite values ({'; '.join(bad)}); "
@@ -306,6 +359,21 @@ def degenerate_data_flags(
     Returns:
         list of ``{"kind", "ids", "message"}``.
     """
+    codes, names = id_codes(documents["query_id"], sort=True)
+    pass_cols = [f"{c}_pass" for c in criteria]
+    return _flags_by_code(
+        codes, [str(q) for q in names.tolist()], documents["theta"].to_numpy(dtype=np.float64),
+        documents["placements"].to_numpy(dtype=np.float64), documents[pass_cols].to_numpy(dtype=np.float64),
+        list(criteria), tau, n_components,
+    )
+
+
+def _flags_by_code(
+    q_code: np.ndarray, q_names: list[str], theta: np.ndarray, placements: np.ndarray, passes: np.ndarray,
+    criteria: list[str], tau: pd.Series, n_components: dict[str, int] | None,
+) -> list[dict]:
+    """:func:`degenerate_data_flags` from arrays: ``q_code`` int[n] indexes ``q_names`` (sorted ids), and
+    ``theta``, ``placements`` float[n] and ``passes`` float[n, K] are per document."""
     flags = []
 
     def flag(kind: str, noun: tuple[str, str], ids: list, text: str) -> None:
@@ -315,23 +383,27 @@ def degenerate_data_flags(
             flags.append({"kind": kind, "ids": [str(i) for i in ids], "message": text.format(what=what)})
 
     query = ("query", "queries")
-    k = len(criteria)
-    judged = documents[documents["placements"] > 0]
-    per_q = judged.groupby("query_id", sort=True)
-    passes = per_q[[f"{c}_pass" for c in criteria]].sum().sum(axis=1)
-    trials = per_q["placements"].sum() * k
-    flag("query_all_fail", query, list(passes.index[passes == 0]),
+    k, n_q = len(criteria), len(q_names)
+    names = np.array(q_names, dtype=object)
+    judged = placements > 0
+    jq = q_code[judged]
+    has = np.bincount(jq, minlength=n_q) > 0
+    passes_q = np.bincount(jq, weights=passes[judged].sum(axis=1), minlength=n_q)
+    trials_q = np.bincount(jq, weights=placements[judged], minlength=n_q) * k
+    flag("query_all_fail", query, list(names[has & (passes_q == 0)]),
          "every rubric answer of {what} is 0: tau and alpha rest on the prior and the gains sit at the floor; "
          "check the pool and the rubric answers")
-    flag("query_all_pass", query, list(passes.index[passes == trials]),
+    flag("query_all_pass", query, list(names[has & (passes_q == trials_q)]),
          "every rubric answer of {what} is 1: tau and alpha rest on the prior and the gains sit at the ceiling; "
          "check the pool and the rubric answers")
-    c_pass = judged[[f"{c}_pass" for c in criteria]].sum().to_numpy(dtype=np.float64)
-    c_trials = np.full(k, float(judged["placements"].sum()))
+    c_pass = passes[judged].sum(axis=0).astype(np.float64)
+    c_trials = np.full(k, float(placements[judged].sum()))
     flags += degenerate_criteria(list(criteria), c_pass, c_trials)
-    theta = documents.groupby("query_id", sort=True)["theta"]
-    spread = theta.max() - theta.min()
-    flag("bt_no_spread", query, list(spread.index[(spread <= 1e-9) & (theta.size() > 1)]),
+    high, low = np.full(n_q, np.nan), np.full(n_q, np.nan)
+    np.fmax.at(high, q_code, theta)  # fmax / fmin skip NaN, as pandas' max / min do
+    np.fmin.at(low, q_code, theta)
+    spread = high - low
+    flag("bt_no_spread", query, list(names[(spread <= 1e-9) & (np.bincount(q_code, minlength=n_q) > 1)]),
          "every document of {what} has the same Bradley-Terry score (the judge gave every document of every window "
          "the same score): the documents get one gain; check the judge's tournament answers")
     flag("bt_disconnected", query, sorted(q for q, n in (n_components or {}).items() if n > 1),

@@ -183,3 +183,38 @@ def run_heads(column: pd.Series, breaks: np.ndarray | None = None) -> np.ndarray
     if breaks is not None:
         change |= breaks
     return change
+
+
+def run_codes(column: pd.Series, *, sort: bool = False) -> tuple[np.ndarray, pd.Index]:
+    """:func:`id_codes` of a column whose ids come in runs (a table grouped by query): only the first row of
+    each run is factorized. Same ``(codes int64[n], names)``."""
+    heads = np.flatnonzero(run_heads(column))
+    head_codes, names = id_codes(column.take(heads), sort=sort)
+    return np.repeat(head_codes, np.diff(np.append(heads, len(column)))), names
+
+
+def _arrow(values) -> object | None:
+    """The pyarrow array of an arrow-backed string column or Index without missing cells, else None."""
+    array = getattr(values, "array", values)
+    if isinstance(values.dtype, pd.StringDtype) and hasattr(array, "__arrow_array__") and not values.hasnans:
+        chunked = array.__arrow_array__()
+        return chunked.combine_chunks() if hasattr(chunked, "combine_chunks") else chunked
+    return None
+
+
+def id_positions(column: pd.Series, names: pd.Index, *, runs: bool = False) -> np.ndarray:
+    """int64[n]: the position of each row's id (as :func:`id_strings` gives it) in ``names`` (distinct string
+    ids), -1 where it is absent or missing. ``runs``: the ids come in runs, only each run's first row is
+    looked up. Arrow-backed strings are looked up by pyarrow (``index_in``), others through their
+    :func:`id_codes`."""
+    if runs:
+        heads = np.flatnonzero(run_heads(column))
+        head_pos = id_positions(column.take(heads), names)
+        return np.repeat(head_pos, np.diff(np.append(heads, len(column))))
+    values, value_set = _arrow(column), _arrow(names)
+    if values is not None and value_set is not None and values.type == value_set.type:
+        import pyarrow.compute as pc
+
+        return pc.index_in(values, value_set=value_set).fill_null(-1).to_numpy().astype(np.int64)
+    codes, distinct = id_codes(column)
+    return np.where(codes >= 0, names.get_indexer(distinct)[codes], -1) if len(codes) else codes
