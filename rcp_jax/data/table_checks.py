@@ -164,6 +164,15 @@ def id_codes(column: pd.Series, *, sort: bool = False) -> tuple[np.ndarray, pd.I
     return np.asarray(codes, dtype=np.int64)[raw_codes], names
 
 
+def _arrow(values) -> object | None:
+    """The pyarrow array of an arrow-backed string column or Index without missing cells, else None."""
+    array = values.array
+    if isinstance(values.dtype, pd.StringDtype) and values.dtype.storage == "pyarrow" and not values.hasnans:
+        chunked = array.__arrow_array__()
+        return chunked.combine_chunks() if hasattr(chunked, "combine_chunks") else chunked
+    return None
+
+
 def run_heads(column: pd.Series, breaks: np.ndarray | None = None) -> np.ndarray:
     """bool[n]: True on the first row and on every row whose id differs from the previous row's (or
     where ``breaks`` bool[n] is True). Arrow-backed string columns are compared by pyarrow, others by
@@ -171,12 +180,11 @@ def run_heads(column: pd.Series, breaks: np.ndarray | None = None) -> np.ndarray
     n = len(column)
     change = np.ones(n, dtype=bool)
     if n > 1:
-        array = column.array
-        if isinstance(column.dtype, pd.StringDtype) and hasattr(array, "__arrow_array__") and not column.hasnans:
+        values = _arrow(column)
+        if values is not None:
             import pyarrow.compute as pc
 
-            values = array.__arrow_array__()
-            change[1:] = pc.not_equal(values.slice(1), values.slice(0, n - 1)).to_numpy()
+            change[1:] = pc.not_equal(values.slice(1), values.slice(0, n - 1)).to_numpy(zero_copy_only=False)
         else:
             codes, _ = id_codes(column)
             change[1:] = codes[1:] != codes[:-1]
@@ -191,15 +199,6 @@ def run_codes(column: pd.Series, *, sort: bool = False) -> tuple[np.ndarray, pd.
     heads = np.flatnonzero(run_heads(column))
     head_codes, names = id_codes(column.take(heads), sort=sort)
     return np.repeat(head_codes, np.diff(np.append(heads, len(column)))), names
-
-
-def _arrow(values) -> object | None:
-    """The pyarrow array of an arrow-backed string column or Index without missing cells, else None."""
-    array = getattr(values, "array", values)
-    if isinstance(values.dtype, pd.StringDtype) and hasattr(array, "__arrow_array__") and not values.hasnans:
-        chunked = array.__arrow_array__()
-        return chunked.combine_chunks() if hasattr(chunked, "combine_chunks") else chunked
-    return None
 
 
 def id_positions(column: pd.Series, names: pd.Index, *, runs: bool = False) -> np.ndarray:
