@@ -207,7 +207,7 @@ def test_cranfield_flow_four_queries(capsys, tmp_path, shared_data):
     cranfield = shared_data / "cranfield"
     work = tmp_path / "cranfield"
     # the corpus has two empty documents (471, 995); they are not pooled for these queries: no flag needed
-    out = run_flow(capsys, cranfield, work, queries=["--max-queries", "4"], depth=15, judge_queries="1,2,3,4")
+    out = run_flow(capsys, cranfield, work, queries=["--max-queries", "4"], depth=20, judge_queries="1,2,3,4")
     check_flow(out, work, n_queries=4)
     # query 125's positive 995 is empty: refused with the CLI flag, dropped on request
     code, _, err = run_cli(capsys, "pool", "--dataset", cranfield, "--queries", "125", "--depth", "20",
