@@ -70,10 +70,12 @@ def noisy_posteriors(noisy):
     # "joint" is fitted as the default (no model named): the default must be the joint model
     for name, model, tournament in (("frozen", "frozen", windows), ("joint", None, windows),
                                     ("frozen_exact", "frozen", exact_bt_scores(sim))):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             out[name] = fit_posterior(tournament, answers, model=model, num_warmup=WARMUP, num_samples=SAMPLES,
                                       seed=1)
+        # what each fit warned, as "Category: message" (the frozen model's note is checked by a test)
+        out[name].settings["warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
     return out
 
 

@@ -21,7 +21,7 @@ import pytest
 from bayes_helpers import gain_coverage, simulated_run
 
 from rcp_jax.bayes import format_posterior_table, posterior_metrics
-from rcp_jax.bayes.posterior import FrozenModelWarning, fit_posterior
+from rcp_jax.bayes.posterior import FrozenModelWarning
 from rcp_jax.bayes.posterior_ndcg import decide
 from rcp_jax.plots import plot_pairwise_forest
 
@@ -160,9 +160,10 @@ def test_per_system_intervals_hold_the_truth_and_null_pairs_are_not_called(noisy
     assert len(called) >= 3  # the rule still separates the systems that differ (weak vs the others)
 
 
-def test_frozen_model_warns_that_its_intervals_leave_out_the_tournament(collection):
-    _, windows, answers = collection
-    small = windows[windows.query_id.isin(["q0", "q1"])]
-    with pytest.warns(FrozenModelWarning, match="treats the Bradley-Terry scores as exact"):
-        fit_posterior(small, answers[answers.query_id.isin(["q0", "q1"])], model="frozen", method="svi",
-                      svi_steps=10, num_samples=5)
+def test_frozen_model_warns_that_its_intervals_leave_out_the_tournament(noisy_posteriors):
+    """Checked on the shared fits (each fit's warnings are recorded): a frozen fit for intervals warns, the
+    default (joint) fit does not."""
+    for name in ("frozen", "frozen_exact"):
+        notes = [w for w in noisy_posteriors[name].settings["warnings"] if w.startswith(FrozenModelWarning.__name__)]
+        assert len(notes) == 1 and "treats the Bradley-Terry scores as exact" in notes[0], (name, notes)
+    assert not any(w.startswith(FrozenModelWarning.__name__) for w in noisy_posteriors["joint"].settings["warnings"])
