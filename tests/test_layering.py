@@ -20,25 +20,51 @@ def _top_level(mods: set[str]) -> set[str]:
 
 
 MODELS_MODULES = ["models", "models.bradley_terry", "models.irt", "models.simulate", "models._newton"]
+MODELS_FORBIDDEN = ("pandas", "litellm", "judging", "rcp_jax")
+
+
+@pytest.fixture(scope="module")
+def models_imports() -> dict[str, set[str]]:
+    """Top-level packages loaded after importing each ``models`` module, in one fresh interpreter that
+    imports them one after another (the named ones first, then every other module of the package).
+
+    Every models module has the same forbidden packages, so this is the one-interpreter-per-module check:
+    the set after module k is the union of the import closures of modules 1..k, so it is free of a
+    package exactly when each of those modules alone is, and the first module whose set holds a forbidden
+    package is one that imports it."""
+    import pkgutil
+
+    import models
+
+    found = {f"models.{m.name}" for m in pkgutil.iter_modules(models.__path__)}
+    order = MODELS_MODULES + sorted(found - set(MODELS_MODULES))
+    code = ("import importlib, json, sys\nseen = {}\n"
+            f"for m in {order!r}:\n"
+            "    importlib.import_module(m)\n"
+            "    seen[m] = sorted({k.split('.')[0] for k in sys.modules})\n"
+            "print(json.dumps(seen))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return {m: set(tops) for m, tops in json.loads(out.stdout.strip().splitlines()[-1]).items()}
 
 
 @pytest.mark.parametrize("module", MODELS_MODULES)
-def test_models_imports_only_numeric_stack(module):
-    top = _top_level(_modules_after_import(f"import {module}"))
-    for forbidden in ("pandas", "litellm", "judging", "rcp_jax"):
+def test_models_imports_only_numeric_stack(module, models_imports):
+    top = models_imports[module]
+    for forbidden in MODELS_FORBIDDEN:
         assert forbidden not in top, f"{module} imports {forbidden}"
 
 
-def test_every_models_module_is_covered():
+def test_every_models_module_is_covered(models_imports):
     import pkgutil
 
     import models
 
     found = {f"models.{m.name}" for m in pkgutil.iter_modules(models.__path__)}
     extra = sorted(found - set(MODELS_MODULES))
+    assert set(extra) <= set(models_imports)
     for module in extra:
-        top = _top_level(_modules_after_import(f"import {module}"))
-        for forbidden in ("pandas", "litellm", "judging", "rcp_jax"):
+        top = models_imports[module]
+        for forbidden in MODELS_FORBIDDEN:
             assert forbidden not in top, f"{module} imports {forbidden}"
 
 
