@@ -89,31 +89,36 @@ class WindowArrays:
 
 def _window_layout(
     heads: np.ndarray, head_q: np.ndarray, head_w: np.ndarray, n_rows: int, n_w: int
-) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | None]:
-    """Window number (sorted by query, then window id) and slot inside the window (input order) of each
-    row: ``(win int64[n], slot int64[n], n_windows, runs)``.
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """How rows form windows sorted by query, then window id: ``(runs, win, slot)``.
 
     ``heads`` int64[R] are the first rows of the runs of equal (query, window), with their codes ``head_q``,
     ``head_w`` int64[R]. Usually the rows of a window are contiguous: the runs are the windows, only the
-    run heads are sorted, and ``runs`` int64[W] gives the run of each window in canonical order. Otherwise
-    every row's key is coded and the rows sorted stably (``runs`` is None).
+    run heads are sorted, and ``runs`` int64[W] gives the run of each window in canonical order (``win``
+    and ``slot`` are None: :func:`_rows_of_runs` gives them when needed). Otherwise every row's key is
+    coded and the rows sorted stably: ``runs`` is None and ``win``, ``slot`` int64[n] are the window
+    number and the slot inside the window (input order) of each row.
     """
-    if n_rows == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), 0, np.zeros(0, np.int64)
-    lengths = np.diff(np.append(heads, n_rows))
     order = np.lexsort((head_w, head_q))
     hq, hw = head_q[order], head_w[order]
     if not np.any((hq[1:] == hq[:-1]) & (hw[1:] == hw[:-1])):
-        rank = np.empty(len(heads), dtype=np.int64)
-        rank[order] = np.arange(len(heads))
-        return np.repeat(rank, lengths), np.arange(n_rows) - np.repeat(heads, lengths), len(heads), order
+        return order, None, None
+    lengths = np.diff(np.append(heads, n_rows))
     q_code, w_code = np.repeat(head_q, lengths), np.repeat(head_w, lengths)
     win, n_win = sorted_codes(q_code * n_w + w_code, (int(q_code.max()) + 1) * n_w)
     sizes = np.bincount(win, minlength=n_win)
     order = np.argsort(win, kind="stable")
     slot = np.empty(n_rows, dtype=np.int64)
     slot[order] = np.arange(n_rows) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return win, slot, n_win, None
+    return None, win, slot
+
+
+def _rows_of_runs(heads: np.ndarray, runs: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(win, slot)`` int64[n] of every row when each window is one run (``runs`` from :func:`_window_layout`)."""
+    rank = np.empty(len(runs), dtype=np.int64)
+    rank[runs] = np.arange(len(runs))
+    lengths = np.diff(np.append(heads, n_rows))
+    return np.repeat(rank, lengths), np.arange(n_rows) - np.repeat(heads, lengths)
 
 
 def _twice(names: np.ndarray) -> np.ndarray:
@@ -173,18 +178,31 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     _codes_or_refuse(d_code, None, window_scores, "doc_id")
     q_code = np.repeat(qh_code, np.diff(np.append(q_heads, n_rows)))
     n_q, n_d = len(q_names), len(d_names)
-    win, slot, n_win, runs = _window_layout(heads, q_code[heads], head_w, n_rows, len(w_names))
-    sizes = np.bincount(win, minlength=n_win)
+    head_q = q_code[heads]
+    runs, win, slot = _window_layout(heads, head_q, head_w, n_rows, len(w_names))
+    if runs is not None:
+        n_win = len(runs)
+        sizes = np.diff(np.append(heads, n_rows))[runs]
+        window_query = head_q[runs]
+    else:
+        n_win = int(win.max()) + 1
+        sizes = np.bincount(win, minlength=n_win)
+        window_query = np.zeros(n_win, dtype=np.int64)
+        window_query[win] = q_code
     width = max(int(sizes.max()) if n_win else 1, 1)
     if runs is not None and n_rows == n_win * width:  # every window one run of `width` rows: gather the runs
         names = d_code.reshape(n_win, width)[runs]
         scores = score.reshape(n_win, width)[runs]
     else:
+        if win is None:
+            win, slot = _rows_of_runs(heads, runs, n_rows)
         names = np.full((n_win, width), -1, dtype=np.int64)
         names[win, slot] = d_code
         scores = np.zeros((n_win, width))
         scores[win, slot] = score
     twice = _twice(names)
+    if (twice.any() or (sizes < 2).any()) and win is None:
+        win, slot = _rows_of_runs(heads, runs, n_rows)
     if twice.any():
         w_bad = int(np.flatnonzero(twice)[0])
         docs = names[w_bad][names[w_bad] >= 0]
@@ -202,8 +220,6 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
             f"window {_id_at(w_col, first)!r} of query {_id_at(q_col, first)!r} has a single document; a window "
             f"needs at least two documents to compare (drop it)"
         )
-    window_query = np.zeros(n_win, dtype=np.int64)
-    window_query[win] = q_code
     first_q = np.full(n_q, n_rows, dtype=np.int64)
     np.minimum.at(first_q, qh_code, q_heads)
     cell = names >= 0
@@ -222,6 +238,8 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
             doc_index[~cell] = -1
         pair_query, pair_doc, pair_doc_id = owner, local, d_names
     else:
+        if win is None:
+            win, slot = _rows_of_runs(heads, runs, n_rows)
         cell_query = np.broadcast_to(window_query[:, None], names.shape)[cell]
         pair_code, n_pairs = first_codes(cell_query * n_d + names[cell], n_q * n_d)
         pair_query_sorted = np.zeros(n_pairs, dtype=np.int64)
@@ -249,11 +267,12 @@ def _first_numbers(keys: np.ndarray, upper: int) -> np.ndarray:
     """int64[upper]: each key's number in order of first appearance in ``keys`` int[n] (every key below
     ``upper`` appears)."""
     n = len(keys)
-    first = np.full(upper, n, dtype=np.int64)
-    np.minimum.at(first, keys, np.arange(n, dtype=np.int64))
-    is_first = np.zeros(n + 1, dtype=np.int64)
+    small = np.int32 if n < 2**31 - 1 else np.int64  # half the memory traffic at millions of rows
+    first = np.full(upper, n, dtype=small)
+    np.minimum.at(first, keys, np.arange(n, dtype=small))
+    is_first = np.zeros(n + 1, dtype=np.int8)
     is_first[first] = 1
-    return np.cumsum(is_first)[first] - 1
+    return np.cumsum(is_first, dtype=small)[first].astype(np.int64) - 1
 
 
 def _id_at(column: pd.Series, row: int) -> str:
