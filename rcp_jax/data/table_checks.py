@@ -159,7 +159,17 @@ def id_codes(column: pd.Series, *, sort: bool = False) -> tuple[np.ndarray, pd.I
     if isinstance(column.dtype, pd.StringDtype) or column.hasnans:
         codes, names = pd.factorize(id_strings(column), sort=sort)
         return np.asarray(codes, dtype=np.int64), names
-    raw_codes, raw_names = pd.factorize(column)
+    if isinstance(column.dtype, pd.CategoricalDtype):  # its codes, numbered by first appearance
+        cat = column.cat.codes.to_numpy().astype(np.int64)
+        first = np.full(len(column.cat.categories), len(cat), dtype=np.int64)
+        np.minimum.at(first, cat, np.arange(len(cat), dtype=np.int64))
+        used = np.flatnonzero(first < len(cat))
+        used = used[np.argsort(first[used], kind="stable")]
+        number = np.zeros(len(first), dtype=np.int64)
+        number[used] = np.arange(len(used))
+        raw_codes, raw_names = number[cat], column.cat.categories.take(used)
+    else:
+        raw_codes, raw_names = pd.factorize(column)
     codes, names = pd.factorize(id_strings(pd.Series(raw_names)), sort=sort)
     return np.asarray(codes, dtype=np.int64)[raw_codes], names
 
