@@ -5,7 +5,8 @@ criteria; :mod:`benchmarks._common`), as DataFrames with string ids like a judge
 
 * **public BT**: ``rcp_jax.fit_bradley_terry(window_scores)`` (cold = first call, then the median of
   ``--repeats`` warm calls), its **encoding** alone (``rcp_jax.tournament.encode_window_scores``) and the
-  **kernel** alone (``models.bradley_terry.fit_windows`` on the arrays);
+  **kernel** alone (``models.bradley_terry.fit_windows`` on the arrays); the public BT and its encoding
+  again with **categorical** id columns (checked to give the same frame);
 * **numpy Newton loop** and **converged scipy L-BFGS loop** per query (:mod:`benchmarks.baselines`);
 * **public 2PL**: ``rcp_jax.calibrate(bt, answers)`` against the per-query **alternating Newton** and the
   joint **scipy** fit (the joint fit only up to ``--scipy-2pl-limit`` queries: it takes ~20 s at 1,000);
@@ -137,6 +138,12 @@ def main(argv=None) -> dict:
         ws, ans = tables(n, data)
         bt, cold, wall, cpu = timed(lambda: rcp_jax.fit_bradley_terry(ws), args.repeats)
         _, enc_wall, enc_cpu = once(lambda: encode_window_scores(ws), args.repeats)
+        # the same table with categorical id columns (as a reader could hand them over): same result
+        ws_cat = ws.astype({c: "category" for c in ("query_id", "window_id", "doc_id")})
+        bt_cat, cat_wall, cat_cpu = once(lambda: rcp_jax.fit_bradley_terry(ws_cat), args.repeats)
+        assert bt_cat.equals(bt), "categorical ids changed the fit"
+        _, cat_enc_wall, _ = once(lambda: encode_window_scores(ws_cat), args.repeats)
+        del ws_cat, bt_cat
         _, _, ker_wall, ker_cpu = timed(lambda: fit_windows(data["window_docs"], data["window_scores"], data["window_query"],
                                                             data["n_docs"]), args.repeats)
         (ref, newton_its), np_wall, np_cpu = once(lambda: B.numpy_newton_bt(data, n, C.N_DOCS), args.repeats)
@@ -153,7 +160,8 @@ def main(argv=None) -> dict:
             "scipy_iters": sp_its, "max_dtheta_public_vs_newton": float(np.abs(ours - ref).max()),
             "max_dtheta_scipy_vs_newton": float(np.abs(sp - ref).max()),
             "cal_cold_s": cal_cold, "cal_wall_s": cal_wall, "cal_cpu_s": cal_cpu, "alt2pl_wall_s": alt_wall,
-            "alt2pl_cpu_s": alt_cpu, "alt2pl_sweeps": alt["sweeps"],
+            "alt2pl_cpu_s": alt_cpu, "alt2pl_sweeps": alt["sweeps"], "bt_categorical_wall_s": cat_wall,
+            "bt_categorical_cpu_s": cat_cpu, "encode_categorical_wall_s": cat_enc_wall,
         }
         from models.simulate import true_gain
 
@@ -198,6 +206,10 @@ def main(argv=None) -> dict:
               f"{r['alt2pl_wall_s'] / r['cal_wall_s']:.1f} | "
               + (f"{r['scipy2pl_wall_s']:.2f}" if "scipy2pl_wall_s" in r else "-")
               + f" | {r['max_dgain_public_vs_alt']:.1e} |")
+    for r in rows:
+        print(f"\ncategorical id columns, {r['queries']:,} queries: public BT {r['bt_categorical_wall_s']:.3f} s "
+              f"({r['bt_categorical_cpu_s']:.3f} s CPU), encoding {r['encode_categorical_wall_s']:.3f} s "
+              f"({100 * r['encode_categorical_wall_s'] / r['bt_categorical_wall_s']:.0f}%)")
     if big:
         print(f"\n{big['queries']:,} queries ({big['rows']:,} window rows): BT + 2PL through the public API "
               f"{big['wall_s']:.2f} s warm ({big['cpu_s']:.2f} s CPU; cold {big['cold_s']:.2f} s); encoding of the "
