@@ -86,11 +86,16 @@ SHARED_GROUPS = {
     "tests/bayes/test_joint.py": "bayes:noisy_posteriors",
     "tests/bayes/test_notebook.py": "bayes:noisy_posteriors",
 }
-#: The longest groups (CPU seconds measured on 2 cores), handed out first, longest first, so that the
-#: many short modules fill the workers' tails (longest-processing-time-first scheduling).
-LONG_GROUPS = ("bayes:frozen_posterior", "bayes:noisy_posteriors", "tests/bayes/test_cli_posterior.py",
-               "tests/test_demo_cli.py", "tests/bayes/test_models.py", "tests/test_notebooks_paper.py", "tests/stats/test_rubric_only_degenerate.py",
-               "tests/test_own_collection.py", "tests/reliability/test_signals.py", "tests/stats/test_diagnostics.py")
+#: The longest groups, handed out first, longest first, so that the many short modules fill the workers'
+#: tails (longest-processing-time-first scheduling). Cold CPU seconds of each alone (-n 0, a fresh cache,
+#: subprocesses included; measured under load, session 7): the two bayes groups ~100-250, test_demo_cli 81,
+#: test_cli_posterior 58, test_signals 38, test_own_collection / test_judges / bayes test_models 32-33,
+#: test_crash_resume 31, test_notebooks_paper 18 (stats/test_diagnostics + test_rubric_only_degenerate:
+#: 15 together, no longer long).
+LONG_GROUPS = ("bayes:frozen_posterior", "bayes:noisy_posteriors", "tests/test_demo_cli.py",
+               "tests/bayes/test_cli_posterior.py", "tests/reliability/test_signals.py", "tests/test_own_collection.py",
+               "tests/test_judges.py", "tests/bayes/test_models.py", "tests/reliability/test_crash_resume.py",
+               "tests/test_notebooks_paper.py")
 
 
 def suite_group(nodeid: str) -> tuple[int, str]:
