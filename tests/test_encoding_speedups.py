@@ -64,6 +64,8 @@ def _answers(sim) -> pd.DataFrame:
 
 def _check_encoding(table: pd.DataFrame) -> None:
     enc = encode_window_scores(table)
+    assert enc.doc_index.dtype == np.int32 and enc.scores.dtype == np.float64
+    assert all(a.dtype == np.int64 for a in (enc.window_query, enc.n_docs, enc.pair_query, enc.pair_doc))
     for got, want in zip((enc.doc_index, enc.scores, enc.window_query, enc.n_docs), _reference_encoding(table)):
         assert np.array_equal(got, want)
     pairs = list(zip(enc.query_names.take(enc.pair_query), enc.pair_doc_id))
