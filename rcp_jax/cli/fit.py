@@ -150,8 +150,10 @@ def run(args) -> int:
         lines[1:2] = _posterior_item_lines(payload["items_posterior"], payload["ci_prob"], dict(zip(cal.criteria, cal.labels)))
         d = payload["diagnostics"]
         if args.method == "nuts":
-            lines.append(f"NUTS: {d['num_chains']} chains x {d['num_draws']} draws, {d['divergences']} divergences, "
-                         f"max R-hat {d['max_rhat']:.3f}, min bulk ESS {d['min_ess_bulk']:.0f}")
+            rhat = "n/a (R-hat needs two chains or more)" if d.get("max_rhat") is None else f"{d['max_rhat']:.3f}"
+            ess = "n/a" if d.get("min_ess_bulk") is None else f"{d['min_ess_bulk']:.0f}"
+            lines.append(f"NUTS: {d['num_chains']} chain{'s' if d['num_chains'] != 1 else ''} x {d['num_draws']} draws, "
+                         f"{d['divergences']} divergences, max R-hat {rhat}, min bulk ESS {ess}")
         lines.append(f"posterior written to {payload['posterior']}")
         if "figure" in payload:
             lines.append(f"item curves with posterior bands: {payload['figure']}")

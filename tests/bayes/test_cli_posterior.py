@@ -95,3 +95,15 @@ def test_fit_refuses_meaningless_combinations(tiny_store, tmp_path, capsys, args
     assert main(["fit", "--store", str(store), "--out", str(tmp_path / "fit"), *args]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "fit").exists()  # refused before anything was written
+
+
+def test_fit_nuts_with_one_chain_prints_its_diagnostics_without_r_hat(tiny_store, tmp_path, capsys):
+    """One chain has no R-hat: the summary says so instead of failing after the posterior was saved."""
+    store, _ = tiny_store
+    capsys.readouterr()
+    code = main(["fit", "--store", str(store), "--out", str(tmp_path / "fit"), "--model", "frozen", "--method", "nuts",
+                 "--warmup", "150", "--draws", "100", "--chains", "1", "--seed", "3", "--no-plots"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "NUTS: 1 chain x 100 draws" in printed and "max R-hat n/a (R-hat needs two chains or more)" in printed
+    assert (tmp_path / "fit" / "posterior" / "draws.npz").is_file()
