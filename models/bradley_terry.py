@@ -48,25 +48,34 @@ DEFAULT_RIDGE = 1e-4
 # --------------------------------------------------------------------------------------------------
 # sufficient statistics
 # --------------------------------------------------------------------------------------------------
+def _first(x: jax.Array) -> jax.Array:
+    """Slot ``i`` of every window pair (slot i < slot j), ``[W, w] -> [W, w (w - 1) / 2]``, by static slices
+    (no gather)."""
+    w = x.shape[1]
+    return jnp.concatenate([jnp.broadcast_to(x[:, i : i + 1], x[:, i + 1 :].shape) for i in range(w - 1)], 1)
+
+
+def _second(x: jax.Array) -> jax.Array:
+    """Slot ``j`` of every window pair, in the order of :func:`_first`."""
+    w = x.shape[1]
+    return jnp.concatenate([x[:, i + 1 :] for i in range(w - 1)], 1)
+
+
 def _window_pairs(doc_index: jax.Array, scores: jax.Array, window_query: jax.Array):
     """Every within-window pair (slot i < slot j) as flat arrays of length W * w (w - 1) / 2.
 
     Returns ``(q, a, b, weight, p)``: query, the two document indices, pair weight ``2 / size`` (0 for
     an empty slot or a padding window; indices are then 0) and the clipped soft win of a over b.
     """
-    w = doc_index.shape[1]
     valid = (doc_index >= 0) & (window_query[:, None] >= 0)
     size = valid.sum(axis=1)
     weight = jnp.where(size > 1, 2.0 / jnp.maximum(size, 1), 0.0).astype(scores.dtype)
-    # static slices (no gather): slot i against slots i+1..w-1
-    first = lambda x: jnp.concatenate([jnp.broadcast_to(x[:, i : i + 1], x[:, i + 1 :].shape) for i in range(w - 1)], 1)  # noqa: E731
-    second = lambda x: jnp.concatenate([x[:, i + 1 :] for i in range(w - 1)], 1)  # noqa: E731
-    ok = first(valid) & second(valid)
-    p = jnp.clip(jax.nn.sigmoid(first(scores) - second(scores)), LABEL_CLIP, 1.0 - LABEL_CLIP)
+    ok = _first(valid) & _second(valid)
+    p = jnp.clip(jax.nn.sigmoid(_first(scores) - _second(scores)), LABEL_CLIP, 1.0 - LABEL_CLIP)
     pw = jnp.where(ok, weight[:, None], 0.0)
     q = jnp.where(ok, window_query[:, None], 0)
-    a = jnp.where(ok, first(doc_index), 0)
-    b = jnp.where(ok, second(doc_index), 0)
+    a = jnp.where(ok, _first(doc_index), 0)
+    b = jnp.where(ok, _second(doc_index), 0)
     return q.ravel(), a.ravel(), b.ravel(), pw.ravel(), p.ravel()
 
 
@@ -100,6 +109,7 @@ def pair_statistics(
     return wins.at[idx].add(values, mode="promise_in_bounds")
 
 
+@partial(jax.jit, static_argnums=(3, 4))
 def _pair_parts(doc_index, scores, window_query, n_queries: int, n_docs: int):
     """Normalised ``(W + W^T, W - W^T) / sum W`` and ``sum W`` per query, from the windows (traced helper).
 
@@ -111,7 +121,6 @@ def _pair_parts(doc_index, scores, window_query, n_queries: int, n_docs: int):
 
     Returns ``(both float[Q, N, N], anti float[Q, N, N], total float[Q])``.
     """
-    w = doc_index.shape[1]
     valid = (doc_index >= 0) & (window_query[:, None] >= 0)
     size = valid.sum(axis=1)
     weight = jnp.where(size > 1, 2.0 / jnp.maximum(size, 1), 0.0).astype(scores.dtype)
@@ -120,16 +129,13 @@ def _pair_parts(doc_index, scores, window_query, n_queries: int, n_docs: int):
     total = jnp.zeros(n_queries, scores.dtype).at[wq].add(weight * n_pairs, mode="promise_in_bounds")
     total = jnp.maximum(total, jnp.finfo(scores.dtype).tiny)
     weight = weight / total[wq]
-    # static slices (no gather): slot i against slots i+1..w-1
-    first = lambda x: jnp.concatenate([jnp.broadcast_to(x[:, i : i + 1], x[:, i + 1 :].shape) for i in range(w - 1)], 1)  # noqa: E731
-    second = lambda x: jnp.concatenate([x[:, i + 1 :] for i in range(w - 1)], 1)  # noqa: E731
     d = jnp.where(valid, doc_index, -1)
-    a, b = first(d), second(d)
+    a, b = _first(d), _second(d)
     ok = (a >= 0) & (b >= 0)
     lo, hi = jnp.maximum(jnp.minimum(a, b), 0), jnp.maximum(a, b)
     pw = jnp.where(ok, weight[:, None], 0.0)
     lim = 1.0 - 2.0 * LABEL_CLIP
-    net = jnp.where(a < b, pw, -pw) * jnp.clip(jnp.tanh(0.5 * (first(scores) - second(scores))), -lim, lim)
+    net = jnp.where(a < b, pw, -pw) * jnp.clip(jnp.tanh(0.5 * (_first(scores) - _second(scores))), -lim, lim)
     size_all = n_queries * n_docs * n_docs
     if size_all < 2**31 - 1:
         flat = (wq[:, None] * (n_docs * n_docs) + lo * n_docs + hi).ravel()
@@ -199,6 +205,7 @@ def _sym_grad_curv(theta: jax.Array, both: jax.Array, net: jax.Array, ridge):
     return grad, curv, curv.sum(axis=2) + ridge
 
 
+@jax.jit
 def _grad_hess(theta: jax.Array, wins: jax.Array, ridge: float):
     """Gradient float[Q, N] and dense Hessian float[Q, N, N] of :func:`loss` (for tests)."""
     both, _, net, _ = _normalise(*_symmetric_parts(wins))
@@ -459,13 +466,12 @@ def connected_components(wins: jax.Array, mask: jax.Array) -> tuple[jax.Array, j
     return _components((wins + jnp.swapaxes(wins, 1, 2)) > 0, mask)
 
 
-def _fit_block(doc_index, scores, window_query, mask, ridge, tol, *, max_iter: int):
-    """Whole fit of one padded block of queries from its windows (traced; see :func:`fit_windows`).
+def _fit_parts(both, anti, total, mask, ridge, tol, *, max_iter: int):
+    """Whole fit of a padded batch of queries from its normalised pair parts (traced; see :func:`_pair_parts`).
 
     Returns ``(theta, se, labels, n_components, iterations)``, the last broadcast to int[Q].
     """
-    q, n = mask.shape
-    both, anti, total = _pair_parts(doc_index, scores, window_query, q, n)
+    q = mask.shape[0]
     net = anti.sum(axis=2)
     theta0, degree = _log_odds_start(both, anti, ridge, with_degree=True)
     theta, iters, _, _, diag = _newton(both, net, theta0, ridge, tol, max_iter)
@@ -478,12 +484,74 @@ def _fit_block(doc_index, scores, window_query, mask, ridge, tol, *, max_iter: i
             jnp.full(q, iters, jnp.int32))
 
 
+def _fit_block(doc_index, scores, window_query, mask, ridge, tol, *, max_iter: int):
+    """Whole fit of one padded block of queries from its windows (traced; see :func:`fit_windows`).
+
+    Returns ``(theta, se, labels, n_components, iterations)``, the last broadcast to int[Q].
+    """
+    q, n = mask.shape
+    both, anti, total = _pair_parts(doc_index, scores, window_query, q, n)
+    return _fit_parts(both, anti, total, mask, ridge, tol, max_iter=max_iter)
+
+
+#: Windows scattered per step of the per-query statistics loop (:func:`_query_parts`): a query's padding
+#: slots beyond its last group of windows cost nothing, so the slot count of a call can be coarse.
+_WINDOW_GROUP = 16
+
+
+def _query_parts(doc_index, scores, n_docs: int):
+    """:func:`_pair_parts` of ONE query from its windows ``int32/float[V, w]`` (traced helper).
+
+    The windows are scattered ``_WINDOW_GROUP`` at a time, only up to the query's last window (``V`` is a
+    multiple of the group), so empty slots at the end cost nothing; the updates reach each cell in the
+    same order as one scatter of all windows. Returns ``(both float[1, N, N], anti float[1, N, N],
+    total float[1])``.
+    """
+    v = doc_index.shape[0]
+    g = _WINDOW_GROUP
+    dtype = scores.dtype
+    valid = doc_index >= 0
+    size = valid.sum(axis=1)
+    weight = jnp.where(size > 1, 2.0 / jnp.maximum(size, 1), 0.0).astype(dtype)
+    n_pairs = (size * (size - 1) // 2).astype(dtype)
+    zero = jnp.zeros(v, jnp.int32)
+    total = jnp.zeros(1, dtype).at[zero].add(weight * n_pairs, mode="promise_in_bounds")
+    total = jnp.maximum(total, jnp.finfo(dtype).tiny)
+    weight = weight / total[zero]
+    used = jnp.max(jnp.where(valid.any(axis=1), jnp.arange(1, v + 1, dtype=jnp.int32), 0))
+    d_all = jnp.where(valid, doc_index, -1)
+    lim = 1.0 - 2.0 * LABEL_CLIP
+
+    def body(k, acc):
+        upper_w, upper_n = acc
+        lo_row = k * g
+        d = jax.lax.dynamic_slice_in_dim(d_all, lo_row, g)
+        s = jax.lax.dynamic_slice_in_dim(scores, lo_row, g)
+        wt = jax.lax.dynamic_slice_in_dim(weight, lo_row, g)
+        a, b = _first(d), _second(d)
+        ok = (a >= 0) & (b >= 0)
+        lo, hi = jnp.maximum(jnp.minimum(a, b), 0), jnp.maximum(a, b)
+        pw = jnp.where(ok, wt[:, None], 0.0)
+        net = jnp.where(a < b, pw, -pw) * jnp.clip(jnp.tanh(0.5 * (_first(s) - _second(s))), -lim, lim)
+        flat = (lo * n_docs + hi).ravel()
+        upper_w = upper_w.at[flat].add(pw.ravel(), mode="promise_in_bounds")
+        upper_n = upper_n.at[flat].add(net.ravel(), mode="promise_in_bounds")
+        return upper_w, upper_n
+
+    zeros = jnp.zeros(n_docs * n_docs, dtype)
+    upper_w, upper_n = jax.lax.fori_loop(0, (used + g - 1) // g, body, (zeros, zeros))
+    upper_w = upper_w.reshape(1, n_docs, n_docs)
+    upper_n = upper_n.reshape(1, n_docs, n_docs)
+    return upper_w + jnp.swapaxes(upper_w, 1, 2), upper_n - jnp.swapaxes(upper_n, 1, 2), total
+
+
 def _fit_queries(doc_index, scores, mask, ridge, tol, *, max_iter: int, chunk: int):
     """Fit of queries laid out one per row, in sequential batches of ``chunk`` queries (traced).
 
     Args:
         doc_index, scores: int32/float[Q, V, w] the windows of each query (V slots; an empty window is all -1).
-        mask: bool[Q, N] real documents. ``Q`` must be a multiple of ``chunk``.
+        mask: bool[Q, N] real documents. ``Q`` must be a multiple of ``chunk``; with ``chunk = 1`` and
+            ``Q > 1``, ``V`` must be a multiple of ``_WINDOW_GROUP``.
 
     Returns:
         ``(theta, se, labels, n_components, iterations)`` as :func:`_fit_block`, per query.
@@ -491,7 +559,8 @@ def _fit_queries(doc_index, scores, mask, ridge, tol, *, max_iter: int, chunk: i
     With a small ``chunk`` every array of a batch (``chunk x N x N``: the pair statistics, the curvatures)
     stays in the CPU's cache through the statistics, the start and every Newton iteration, and each
     batch stops iterating on its own; one batch of all queries (``chunk = Q``) suits a GPU. A batch whose
-    queries have no document (padding) is skipped.
+    queries have no document (padding) is skipped. With ``chunk = 1`` a query's statistics loop over its
+    windows only (:func:`_query_parts`), so the slot count ``V`` may be padded generously.
     """
     q, v, w = doc_index.shape
     n = mask.shape[1]
@@ -501,6 +570,9 @@ def _fit_queries(doc_index, scores, mask, ridge, tol, *, max_iter: int, chunk: i
         di, sc, m = x
 
         def fit(_):
+            if chunk == 1:
+                both, anti, total = _query_parts(di.reshape(v, w), sc.reshape(v, w), n)
+                return _fit_parts(both, anti, total, m, ridge, tol, max_iter=max_iter)
             return _fit_block(di.reshape(chunk * v, w), sc.reshape(chunk * v, w), window_query, m, ridge, tol,
                               max_iter=max_iter)
 
@@ -508,12 +580,11 @@ def _fit_queries(doc_index, scores, mask, ridge, tol, *, max_iter: int, chunk: i
             zeros = jnp.zeros((chunk, n), scores.dtype)
             return zeros, zeros + 1.0, jnp.full((chunk, n), -1, jnp.int32), jnp.zeros(chunk, jnp.int32), jnp.zeros(chunk, jnp.int32)
 
-        if chunk == q:
-            return fit(None)
         return jax.lax.cond(jnp.any(m), fit, empty, None)
 
     if chunk == q:
-        return one((doc_index, scores, mask))
+        return _fit_block(doc_index.reshape(q * v, w), scores.reshape(q * v, w), window_query, mask, ridge, tol,
+                          max_iter=max_iter)
     k = q // chunk
     out = jax.lax.map(one, (doc_index.reshape(k, chunk, v, w), scores.reshape(k, chunk, v, w), mask.reshape(k, chunk, n)))
     return tuple(o.reshape(q, *o.shape[2:]) for o in out)
@@ -597,31 +668,60 @@ def _default_threads() -> int:
     return _prev_pow2(max(1, min(n, 8)))
 
 
-def _run_parts(di, sc, m, ridge, tol, max_iter: int, step: int | None, threads: int | None):
-    """:func:`_fit_queries` on one device; with ``step`` set, the queries split into equal power-of-two
-    parts run from a thread pool (each part is the same compiled program)."""
-    q = di.shape[0]
-    parts = _default_threads() if threads is None else _prev_pow2(max(1, threads))
-    if step is None:
-        return _fit_block_jit(di, sc, m, ridge, tol, max_iter=max_iter, chunk=q)
-    parts = max(1, min(parts, q // step))
-    if parts == 1:
-        return _fit_block_jit(di, sc, m, ridge, tol, max_iter=max_iter, chunk=step)
-    from concurrent.futures import ThreadPoolExecutor
+#: Queries per compiled call on the per-query path (``chunk`` set, as on CPU): every call fits this many
+#: rows (a bucket's last block is padded with empty queries, which stop at once), so the number of queries
+#: never enters a compiled shape; the blocks run from a thread pool.
+BLOCK_QUERIES = 16
+#: Fewest window slots per query on the per-query path (:func:`_slot_bucket`).
+MIN_SLOTS = 64
 
-    size = q // parts
+
+def _slot_bucket(n: int) -> int:
+    """Windows per query of a call on the per-query path (``chunk = 1``): a power of two, at least
+    :data:`MIN_SLOTS`. Padding slots cost nothing there (:func:`_query_parts` stops at a query's last
+    window), so a coarse bucket keeps refits with more windows on the same compiled program."""
+    return max(MIN_SLOTS, _next_pow2(n))
+
+
+def _run_blocks(di, sc, m, ridge, tol, max_iter: int, block: int, chunk: int, threads: int | None):
+    """:func:`_fit_queries` on one device, ``block`` queries per call (``Q`` a multiple of it), the calls
+    run from a thread pool of ``threads`` workers (JAX's CPU client executes them in parallel).
+
+    Every call is the same compiled program whatever ``Q``; each query's result is the same whatever the
+    split (queries are fitted independently). Returns numpy arrays as :func:`_fit_block`.
+    """
+    q = di.shape[0]
+    parts = _default_threads() if threads is None else max(1, int(threads))
     # jax.enable_x64 is thread-local: each worker thread sets it again, or a float64 fit would run
     # (and stop) in float32 there
     x64 = np.asarray(sc).dtype == np.float64
 
-    def part(lo):
+    def call(lo):
         with jax.enable_x64(x64):
             return jax.block_until_ready(_fit_block_jit(
-                di[lo : lo + size], sc[lo : lo + size], m[lo : lo + size], ridge, tol, max_iter=max_iter, chunk=step))
+                di[lo : lo + block], sc[lo : lo + block], m[lo : lo + block], ridge, tol, max_iter=max_iter, chunk=chunk))
 
-    with ThreadPoolExecutor(parts) as pool:
-        futures = [pool.submit(part, lo) for lo in range(0, q, size)]
-        outs = [f.result() for f in futures]
+    starts = range(0, q, block)
+    if parts == 1:
+        outs = [call(lo) for lo in starts]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        # JAX compiles a new program once even when several workers call it at the same time
+        with ThreadPoolExecutor(min(parts, len(starts))) as pool:
+            outs = list(pool.map(call, starts))
+    if len(outs) == 1:
+        return tuple(np.asarray(x) for x in outs[0])
+    return tuple(np.concatenate([np.asarray(o[i]) for o in outs]) for i in range(5))
+
+
+def _run_sharded(devs, di, sc, m, ridge, tol, np_dtype, max_iter: int, size: int, chunk: int):
+    """:func:`_fit_queries` sharded over ``devs``, ``size`` queries per call (dispatched together)."""
+    fun, _ = _sharded_fit_block(devs, max_iter, chunk)
+    r, t = np.asarray(ridge, np_dtype), np.asarray(tol, np_dtype)
+    outs = [fun(di[lo : lo + size], sc[lo : lo + size], m[lo : lo + size], r, t) for lo in range(0, di.shape[0], size)]
+    if len(outs) == 1:
+        return tuple(np.asarray(x) for x in outs[0])
     return tuple(np.concatenate([np.asarray(o[i]) for o in outs]) for i in range(5))
 
 
@@ -657,17 +757,21 @@ def fit_windows(
         chunk: queries fitted together inside a call (0: :func:`default_chunk`, i.e. one at a time on
             CPU, where each query's statistics stay in cache and each query stops iterating on its own;
             ``None``: all queries of the call at once, as suits a GPU).
-        threads: on one device with ``chunk`` set, split each call's queries into this many equal parts
-            run concurrently from a thread pool (JAX's CPU client executes them in parallel); default: the
+        threads: on one device with ``chunk`` set, run the blocks of :data:`BLOCK_QUERIES` queries from a
+            thread pool of this many workers (JAX's CPU client executes them in parallel); default: the
             CPUs this process may use (a power of two, at most 8). Each query's result is the same whatever
             the split (queries are fitted independently).
 
     Returns:
         :class:`BTFit`.
 
-    Queries are grouped into buckets of equal padded pool size (a multiple of 16); each call fits a
-    power-of-two number of queries (at most ``max_batch_cells / N^2``), each with the same number of
-    window slots (:func:`_window_slots`), so refits with other query counts reuse the compiled functions.
+    Queries are grouped into buckets of equal padded pool size (a multiple of 16). With ``chunk`` set (CPU),
+    every compiled call fits a fixed block of :data:`BLOCK_QUERIES` queries (times the devices), each with
+    a power-of-two number of window slots, at least :data:`MIN_SLOTS` (:func:`_slot_bucket`; padding slots
+    cost nothing), so refits with other query counts, and most with other window counts, reuse the
+    compiled program of their pool-size bucket, width and dtype. With ``chunk=None`` each call fits a
+    power-of-two number of queries (at most ``max_batch_cells / N^2``) together, with
+    :func:`_window_slots` slots.
     """
     doc_index = np.asarray(doc_index)
     scores = np.asarray(scores)
@@ -704,12 +808,23 @@ def fit_windows(
     with jax.enable_x64(x64):
         for size in np.unique(sizes):
             members = np.flatnonzero(sizes == size)
-            per_call = max(n_dev, _prev_pow2(max(1, int(max_batch_cells // (size * size)))))
+            cap = _prev_pow2(max(1, int(max_batch_cells // (size * size))))
+            if chunk is None:
+                per_call = max(n_dev, cap)
+            else:
+                # fixed blocks: ``call`` queries per compiled call whatever the number of queries
+                block = -(-max(BLOCK_QUERIES, chunk) // chunk) * chunk
+                call = block * n_dev
+                per_call = call * max(1, cap // call)
             for lo in range(0, len(members), per_call):
                 part = members[lo : lo + per_call]
-                q_pad = max(n_dev, _next_pow2(len(part)))
-                step = q_pad // n_dev if chunk is None else min(chunk, q_pad // n_dev)
-                v = _window_slots(int(counts[part].max()))
+                if chunk is None:
+                    q_pad = max(n_dev, _next_pow2(len(part)))
+                    v = _window_slots(int(counts[part].max()))
+                else:
+                    q_pad = -(-len(part) // call) * call
+                    most = int(counts[part].max())
+                    v = _slot_bucket(most) if chunk == 1 else _window_slots(most)
                 local[part] = np.arange(len(part))
                 rows = np.flatnonzero(local[window_query] >= 0) if len(part) < n_q else np.arange(len(window_query))
                 lq = local[window_query[rows]]
@@ -720,11 +835,14 @@ def fit_windows(
                 sc[lq, slot[rows]] = scores[rows]
                 m = np.zeros((q_pad, size), dtype=bool)
                 m[: len(part)] = np.arange(size)[None, :] < n_docs[part][:, None]
-                if n_dev == 1:
-                    out = _run_parts(di, sc, m, ridge, tol, max_iter, step, threads)
+                if chunk is None and n_dev == 1:
+                    out = _fit_block_jit(di, sc, m, ridge, tol, max_iter=max_iter, chunk=q_pad)
+                elif chunk is None:
+                    out = _run_sharded(devs, di, sc, m, ridge, tol, np_dtype, max_iter, q_pad, q_pad // n_dev)
+                elif n_dev == 1:
+                    out = _run_blocks(di, sc, m, ridge, tol, max_iter, block, chunk, threads)
                 else:
-                    fun, _ = _sharded_fit_block(devs, max_iter, step)
-                    out = fun(di, sc, m, np.asarray(ridge, np_dtype), np.asarray(tol, np_dtype))
+                    out = _run_sharded(devs, di, sc, m, ridge, tol, np_dtype, max_iter, call, chunk)
                 th, s, lab, nc, it = (np.asarray(x)[: len(part)] for x in out)
                 n_c = n_docs[part]
                 real = np.arange(size)[None, :] < n_c[:, None]

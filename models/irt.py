@@ -49,6 +49,7 @@ def _binomial_nll(logit: jax.Array, passes: jax.Array, trials: jax.Array) -> jax
     return -(passes * jax.nn.log_sigmoid(logit) + (trials - passes) * jax.nn.log_sigmoid(-logit))
 
 
+@jax.jit
 def item_parameters(u: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``gamma = C softmax(u)`` (sums to C) and ``beta = v - mean(v)``, each float[C]."""
     c = u.shape[-1]
@@ -101,6 +102,7 @@ class CalibrationFit:
     converged: bool
 
 
+@jax.jit
 def calibration_objective(u, v, t, alpha, theta, criterion, passes, trials, ridge=DEFAULT_RIDGE):
     """The MAP objective (mean scale) of the 2PL calibration; arrays as in :class:`CalibrationCells`."""
     total = trials.sum()
@@ -205,7 +207,7 @@ def _calibration_derivs(s, local, theta, passes, trials, ridge):
     return g_s, g_l, h_ss, h_ls, h_ll
 
 
-def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, max_iter: int):
+def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, n_damp, max_iter: int):
     """Levenberg-Marquardt Newton with exact, analytic Hessians and a Schur complement (traced helper).
 
     ``theta, passes, trials: float[Q, C, K]`` criterion-major cells. Natural parameters per query are
@@ -214,9 +216,12 @@ def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, ma
     ``(u, v, t, alpha)`` by the chain rule (``gamma = C softmax(u)``, ``beta = v - mean v``,
     ``tau = softplus(t)``). The shared 2C x 2C system is solved after eliminating every query's 2 x 2
     block, so an iteration costs O(cells + Q C^2).
+
+    ``n_damp`` (a traced number) divides the Levenberg-Marquardt damping of each query's 2 x 2 block; the
+    query axis ``Q`` may hold padding queries beyond it (no answers: they stay at their start). Returns
+    ``(u, v, t, alpha, objective, iterations, converged, gamma, beta, tau)``.
     """
     c = u0.shape[0]
-    q = t0.shape[0]
     dtype = theta.dtype
     eps = jnp.finfo(dtype).eps
     total = trials.sum()
@@ -231,7 +236,7 @@ def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, ma
         s, local, mu, f, it, step = state
         g_s, g_l, h_ss, h_ls, h_ll = _calibration_derivs(s, local, theta, passes, trials, ridge)
         scale = jnp.maximum(jnp.abs(jnp.diagonal(h_ss)).max(), 1.0)
-        h_ll_d = h_ll + mu * scale / q * eye_l + 1e-12
+        h_ll_d = h_ll + mu * scale / n_damp * eye_l + 1e-12
         det = h_ll_d[:, 0, 0] * h_ll_d[:, 1, 1] - h_ll_d[:, 0, 1] * h_ll_d[:, 1, 0]
         inv_ll = jnp.stack(
             [jnp.stack([h_ll_d[:, 1, 1], -h_ll_d[:, 0, 1]], -1), jnp.stack([-h_ll_d[:, 1, 0], h_ll_d[:, 0, 0]], -1)], axis=1
@@ -268,14 +273,31 @@ def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, ma
     f0 = objective(s0, local0)
     state = (s0, local0, jnp.asarray(1e-3, dtype), f0, 0, jnp.asarray(jnp.inf, dtype))
     s, local, _, f, iters, step = jax.lax.while_loop(cond, body, state)
-    return s[:c], s[c:], local[:, 0], local[:, 1], f / total, iters, step <= tol
+    u, v, t = s[:c], s[c:], local[:, 0]
+    return (u, v, t, local[:, 1], f / total, iters, step <= tol, *item_parameters(u, v), jax.nn.softplus(t))
 
 
 _calibrate_newton = jax.jit(_calibrate_newton_impl, static_argnames=("max_iter",))
 
 
-def _criterion_major(cells: CalibrationCells, q_pad: int, k_multiple: int = 16):
-    """Rearrange cells to ``float64[q_pad, C, K]`` (theta, passes, trials), K padded to ``k_multiple``.
+#: Fewest queries and cells per criterion of a compiled 2PL calibration (:func:`fit_2pl_calibration`): the
+#: padding of a small fit costs little, and refits of other small collections reuse one program.
+MIN_CAL_QUERIES = 64
+MIN_CAL_CELLS = 64
+
+
+def _cell_slots(k: int) -> int:
+    """Cells per criterion of a compiled calibration: at least :data:`MIN_CAL_CELLS`, above it ``k`` rounded
+    up to 1, 1.25, 1.5 or 1.75 times a power of two (at most 25% padding, few distinct shapes)."""
+    if k <= MIN_CAL_CELLS:
+        return MIN_CAL_CELLS
+    top = 1 << (int(k).bit_length() - 1)
+    return next(m for m in (top, top * 5 // 4, top * 3 // 2, top * 7 // 4, 2 * top) if m >= k)
+
+
+def _criterion_major(cells: CalibrationCells, q_pad: int, k_multiple: int = 16, *, bucket: bool = False):
+    """Rearrange cells to ``float64[q_pad, C, K]`` (theta, passes, trials), K padded to ``k_multiple``
+    (or to :func:`_cell_slots` with ``bucket``).
 
     Cells of criterion c of query j fill ``[j, c, :count]`` in their original order; padding has
     trials 0. The layout of :func:`calibration_cells` (criterion = cell index mod C) is a reshape.
@@ -300,7 +322,7 @@ def _criterion_major(cells: CalibrationCells, q_pad: int, k_multiple: int = 16):
             y = np.zeros((q, c, k))
             y[rows, crit_sorted, pos] = np.take_along_axis(x, order, axis=1)
             moved.append(y)
-    k_pad = max(k_multiple, -(-k // k_multiple) * k_multiple)
+    k_pad = _cell_slots(k) if bucket else max(k_multiple, -(-k // k_multiple) * k_multiple)
     out = []
     for y in moved:
         z = np.zeros((q_pad, c, k_pad))
@@ -334,8 +356,9 @@ def fit_2pl_calibration(
     Returns:
         :class:`CalibrationFit` (float64 arrays).
 
-    The query count is padded to a power of two (and cells per criterion to a multiple of 16), so
-    refits with other query counts reuse the compiled solver; padded queries carry no answers.
+    The query count is padded to a power of two, at least :data:`MIN_CAL_QUERIES`, and the cells per
+    criterion to :func:`_cell_slots`, so refits with other query counts reuse the compiled solver;
+    padded queries and cells carry no answers.
     """
     x64 = jnp.dtype(dtype) == jnp.float64
     if tol is None:
@@ -343,9 +366,13 @@ def fit_2pl_calibration(
     q = cells.theta.shape[0]
     c = cells.n_criteria
     devs = tuple(jax.devices() if devices is None else devices)
-    q_pad = max(len(devs), 1 << max(0, int(q - 1).bit_length()))
-    q_pad = -(-q_pad // len(devs)) * len(devs)
-    theta, passes, trials = _criterion_major(cells, q_pad)
+    # the damping of the per-query blocks divides by the power-of-two query count (as when that was the
+    # padded size); the query axis itself is padded further, to a fixed minimum, so small fits share one
+    # compiled program
+    n_damp = max(len(devs), 1 << max(0, int(q - 1).bit_length()))
+    n_damp = -(-n_damp // len(devs)) * len(devs)
+    q_pad = -(-max(n_damp, MIN_CAL_QUERIES) // len(devs)) * len(devs)
+    theta, passes, trials = _criterion_major(cells, q_pad, bucket=True)
     if init is None:
         u0, v0 = np.zeros(c), np.zeros(c)
         t0, a0 = np.full(q, _SOFTPLUS_INV_ONE), np.zeros(q)
@@ -362,11 +389,9 @@ def fit_2pl_calibration(
             mesh = Mesh(np.asarray(devs), ("query",))
             per_query = [jax.device_put(x, NamedSharding(mesh, P("query", None, None))) for x in per_query]
             locals0 = [jax.device_put(x, NamedSharding(mesh, P("query"))) for x in locals0]
-        u, v, t, a, f, iters, conv = _calibrate_newton(
-            *per_query, jnp.asarray(u0, dtype), jnp.asarray(v0, dtype), *locals0, ridge, tol, max_iter
+        u, v, t, a, f, iters, conv, gamma, beta, tau = _calibrate_newton(
+            *per_query, jnp.asarray(u0, dtype), jnp.asarray(v0, dtype), *locals0, ridge, tol, float(n_damp), max_iter
         )
-        gamma, beta = item_parameters(u, v)
-        tau = jax.nn.softplus(t)
     f64 = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
     return CalibrationFit(
         gamma=f64(gamma), beta=f64(beta), tau=f64(tau)[:q], alpha=f64(a)[:q], u=f64(u), v=f64(v), t=f64(t)[:q],
@@ -402,16 +427,22 @@ def fit_rasch(
     passes = np.asarray(passes, dtype=np.float64)
     trials = np.asarray(trials, dtype=np.float64)
     q, n, c = passes.shape
+    # padded to few shapes (queries: a power of two, at least 16; documents: a multiple of 16) so that
+    # other collections reuse the compiled solver; a padding document or query has no answers, its
+    # ability stays 0 and it changes no other estimate
+    q_pad, n_pad = max(16, 1 << max(0, int(q - 1).bit_length())), max(16, -(-n // 16) * 16)
+    pad = ((0, q_pad - q), (0, n_pad - n), (0, 0))
+    passes, trials = np.pad(passes, pad), np.pad(trials, pad)
     x64 = jnp.dtype(dtype) == jnp.float64
     with jax.enable_x64(x64):
         # ridge travels as an argument (not a partial): the compiled solver is reused across calls
         y, _, _ = lm_newton(
-            _rasch_objective, jnp.zeros((q, n + c), dtype),
-            (jnp.asarray(passes, dtype), jnp.asarray(trials, dtype), jnp.full((q,), ridge, dtype)),
+            _rasch_objective, jnp.zeros((q_pad, n_pad + c), dtype),
+            (jnp.asarray(passes, dtype), jnp.asarray(trials, dtype), jnp.full((q_pad,), ridge, dtype)),
             max_iter=max_iter, tol=1e-10 if x64 else 1e-5,
         )
-        y = np.asarray(y, dtype=np.float64)
-    v = y[:, n:]
+        y = np.asarray(y, dtype=np.float64)[:q]
+    v = y[:, n_pad:]
     return y[:, :n], v - v.mean(axis=1, keepdims=True)
 
 
@@ -520,6 +551,21 @@ def _rubric_only_derivs(y, passes, trials, count, nodes, logw, ridge):
     return -(d * grad) / total + ridge * y, -hess_y / total + ridge * eye
 
 
+@jax.jit
+def _rubric_only_summary(y, passes, trials, count, nodes, logw):
+    """Discriminations ``exp(y[:C])``, difficulties, EAP abilities and SDs per distinct row and the marginal
+    log-likelihood at the optimum, in one compiled program (arrays as :func:`_rubric_only_objective` with a
+    leading batch axis of 1; returns ``(a [C], b [C], mean [P], sd [P], loglik [])``)."""
+    y, passes, trials, count, nodes, logw = y[0], passes[0], trials[0], count[0], nodes[0], logw[0]
+    c = passes.shape[1]
+    ll = _grid_loglik(y, passes, trials, nodes, c) + logw[None, :]
+    post = jax.nn.softmax(ll, axis=1)
+    mean = post @ nodes
+    sd = jnp.sqrt(jnp.maximum(post @ nodes**2 - mean**2, 0.0))
+    loglik = (count * jax.scipy.special.logsumexp(ll, axis=1)).sum()
+    return jnp.exp(y[:c]), y[c:], mean, sd, loglik
+
+
 def _distinct_rows(passes: np.ndarray, trials: np.ndarray, multiple: int = 64):
     """Distinct ``(passes, trials)`` rows, their counts and each item's row, padded to a power of two.
 
@@ -577,23 +623,17 @@ def fit_rubric_only(
     trials = np.asarray(trials, dtype=np.float64)
     c = passes.shape[1]
     nodes, logw = quadrature_grid(n_points, *grid)
-    u_pass, u_trial, count, inverse = _distinct_rows(passes, trials)
+    u_pass, u_trial, count, inverse = _distinct_rows(passes, trials, multiple=256)
     with jax.enable_x64(True):
-        p_j, t_j, k_j, n_j, w_j = (jnp.asarray(x) for x in (u_pass, u_trial, count, nodes, logw))
-        y0 = jnp.zeros((1, 2 * c))
-        args = (p_j[None], t_j[None], k_j[None], n_j[None], w_j[None], jnp.full((1,), ridge))
+        p_j, t_j, k_j, n_j, w_j = (np.asarray(x)[None] for x in (u_pass, u_trial, count, nodes, logw))
+        y0 = np.zeros((1, 2 * c))
+        args = (p_j, t_j, k_j, n_j, w_j, np.full((1,), ridge))
         y, _, conv = lm_newton(
             _rubric_only_objective, y0, args, max_iter=max_iter, tol=1e-9, derivs=_rubric_only_derivs
         )
-        y = y[0]
-        ll = _grid_loglik(y, p_j, t_j, n_j, c) + w_j[None, :]
-        post = jax.nn.softmax(ll, axis=1)
-        mean = post @ n_j
-        sd = jnp.sqrt(jnp.maximum(post @ n_j**2 - mean**2, 0.0))
-        loglik = float((k_j * jax.scipy.special.logsumexp(ll, axis=1)).sum())
-        a = np.asarray(jnp.exp(y[:c]))
-        b = np.asarray(y[c:])
-        mean, sd = np.asarray(mean)[inverse], np.asarray(sd)[inverse]
+        a, b, mean, sd, loglik = (np.asarray(x) for x in _rubric_only_summary(y, *args[:5]))
+        loglik = float(loglik)
+        mean, sd = mean[inverse], sd[inverse]
     s = c / a.sum()
     shift = -b.mean() / s
     return RubricOnlyFit(
