@@ -4,6 +4,9 @@ The tables come from :mod:`rcp_jax.data.formats` (index = source line, ``attrs["
 These helpers select columns by name or alias, turn cells into id strings or finite floats, and find
 duplicate keys; each refusal is a :class:`~rcp_jax.errors.DataError` that says where and how to fix it.
 :func:`finite_column` serves any table (runs, window scores) and leaves the message to the caller.
+:func:`id_codes`, :func:`run_codes`, :func:`run_heads` and :func:`id_positions` turn id columns of any dtype
+into integer codes in a few vectorised passes (the ids as strings, as ``astype(str)`` gives them), so the
+fits' table encodings never group, merge or sort string columns.
 """
 
 from __future__ import annotations
