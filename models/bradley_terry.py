@@ -29,6 +29,12 @@ query's statistics (``N x N``, 100 kB at N = 160) stay in cache from the scatter
 iteration, where a whole batch streamed every ``Q x N x N`` array through memory several times per
 iteration; each query also stops iterating on its own. A Newton trial point costs one ``exp`` and one
 ``log1p`` per pair, giving loss, gradient and curvatures together (:func:`_sym_eval`).
+
+Issue #14 (few compiled programs): on that path every compiled call fits a fixed block of
+:data:`BLOCK_QUERIES` queries (the blocks run from a thread pool) with a power-of-two number of window
+slots, at least :data:`MIN_SLOTS`; a query's statistics are scattered :data:`_WINDOW_GROUP` windows at a
+time up to its last window (:func:`_query_parts`), so padding slots cost nothing. A refit with another
+number of queries, or most refits with more windows, reuse the program of their pool-size bucket.
 """
 
 from __future__ import annotations
