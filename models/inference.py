@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,7 +34,7 @@ import numpyro
 import optax
 from numpyro.distributions.transforms import biject_to
 from numpyro.infer import SVI, Predictive, Trace_ELBO
-from numpyro.infer.autoguide import AutoLaplaceApproximation, AutoNormal
+from numpyro.infer.autoguide import AutoGuide, AutoLaplaceApproximation, AutoNormal
 from numpyro.infer.hmc import hmc
 from numpyro.infer.initialization import init_to_median, init_to_value
 from numpyro.infer.util import constrain_fn, log_density, potential_energy
@@ -76,12 +77,18 @@ def _to_numpy(tree) -> dict:
     return {k: np.asarray(v) for k, v in tree.items()}
 
 
+def _on_device(v) -> jax.Array:
+    """``v`` as a JAX array; host values are copied with ``device_put``, which compiles nothing (``jnp.asarray``
+    of a NumPy array compiles a small program for every new shape and dtype)."""
+    return v if isinstance(v, jax.Array) else jax.device_put(np.asarray(v))
+
+
 def _split_kwargs(model_kwargs: dict) -> tuple[dict, tuple]:
     """Arrays (dynamic jit arguments) and everything else (static, part of the compile-cache key)."""
     data, static = {}, []
     for k, v in model_kwargs.items():
         if isinstance(v, (jax.Array, np.ndarray)):
-            data[k] = jnp.asarray(v)
+            data[k] = _on_device(v)
         else:
             static.append((k, v))
     return data, tuple(sorted(static, key=lambda kv: kv[0]))
@@ -178,7 +185,7 @@ def find_map(
          info: ``log_density`` at the mode, ``iterations``, ``grad_norm``).
     """
     data, static = _split_kwargs(model_kwargs)
-    init_values = {k: jnp.asarray(v) for k, v in (init_values or {}).items()}
+    init_values = {k: _on_device(v) for k, v in (init_values or {}).items()}
     dtype = jnp.result_type(float)
     if ftol is None:
         ftol = 4 * float(jnp.finfo(dtype).eps)
@@ -350,8 +357,9 @@ def run_nuts(
             (``pmap``, one chain per device); default :func:`default_chain_method`.
         progress: called on the host as ``progress(iteration, total)`` about 100 times during the run
             (iterations per chain, warmup included; with ``parallel`` chains once per device, so keep the
-            largest iteration seen). The same computation (XLA may fuse it differently, which can change
-            float32 rounding in the last bits). One run at a time: concurrent runs in threads share the hook.
+            largest iteration seen). The same compiled program with or without it (the reports go to
+            nobody without it), so the draws are identical. One run at a time: concurrent runs in threads
+            share the hook.
 
     Returns:
         :class:`Draws` with ``samples[site]: [chains, draws, ...]`` and NUTS statistics.
@@ -360,9 +368,10 @@ def run_nuts(
     if chain_method not in ("vectorized", "parallel"):
         raise ValueError(f"chain_method must be 'vectorized' or 'parallel', got {chain_method!r}")
     data, static = _split_kwargs(model_kwargs)
-    init_values = {k: jnp.asarray(v) for k, v in (init_values or {}).items()}
-    settings = (num_warmup, num_samples, thinning, target_accept, max_tree_depth, dense_mass, init_jitter, 2.0,
-                progress is not None)
+    init_values = {k: _on_device(v) for k, v in (init_values or {}).items()}
+    # The program always reports (to nobody without ``progress``): one compiled program serves runs with and
+    # without a progress bar, and the draws are the same either way.
+    settings = (num_warmup, num_samples, thinning, target_accept, max_tree_depth, dense_mass, init_jitter, 2.0, True)
 
     def build():
         chain = _chain_program(model, static, settings)
@@ -409,7 +418,9 @@ def run_svi(
             linear in the number of parameters, for very large query sets) or ``laplace``
             (``AutoLaplaceApproximation``: Gaussian with the inverse Hessian at the mode; dense in the
             parameter count, so for up to a few thousand parameters).
-        num_steps: Adam steps (one jit-compiled loop); learning_rate: Adam step size.
+        num_steps: Adam steps; learning_rate: Adam step size. Guide set-up, the optimisation and the draws
+            are one jit-compiled program, cached per model, static arguments and settings: a second call
+            with new data of the same shapes compiles nothing.
         num_samples: draws taken from the fitted guide.
         init_values: constrained starting values (e.g. the MAP), which shortens the optimisation.
         init_scale: initial guide scale (``normal``).
@@ -421,43 +432,101 @@ def run_svi(
         :class:`Draws` with one "chain" of ``num_samples`` draws; ``info["losses"]`` holds the ELBO
         loss trace (float[num_steps]).
     """
-    loc_fn = init_to_value(values=init_values) if init_values else init_to_median
-    if guide == "normal":
-        g = AutoNormal(model, init_loc_fn=loc_fn, init_scale=init_scale)
-    elif guide == "laplace":
-        g = AutoLaplaceApproximation(model, init_loc_fn=loc_fn)
-    else:
+    if guide not in ("normal", "laplace"):
         raise ValueError(f"unknown guide {guide!r}; choose 'normal' or 'laplace'")
-    svi = SVI(model, g, optax_adam(learning_rate), Trace_ELBO())
-    key = jax.random.PRNGKey(seed)
-    k_fit, k_draw = jax.random.split(key)
-    start = time.perf_counter()
-    state = svi.init(k_fit, **model_kwargs)
-
-    def step(state, i):  # SVI.run's loop (stable updates: a step with a NaN loss is skipped), plus reports
-        state, loss = svi.stable_update(state, **model_kwargs)
-        _maybe_report(progress is not None, i + 1, num_steps)
-        return state, loss
-
-    with _progress_hook(progress):
-        state, losses = jax.lax.scan(step, state, jnp.arange(num_steps))
-        params = svi.get_params(state)
+    data, static = _split_kwargs(model_kwargs)
+    init_values = {k: _on_device(v) for k, v in (init_values or {}).items()}
     latent, det = _site_names(model, model_kwargs)
-    # sample_posterior, not Predictive(guide=...): a Laplace guide run as a program is its Delta at the
-    # mode; its Gaussian (inverse Hessian) lives in sample_posterior.
-    k_guide, k_model = jax.random.split(k_draw)
-    z = g.sample_posterior(k_guide, params, sample_shape=(num_samples,), **model_kwargs)
-    pred = Predictive(model, posterior_samples={k: z[k] for k in latent}, return_sites=latent + det)
-    draws = pred(k_model, **model_kwargs)
-    jax.block_until_ready(draws)
+    settings = (guide, num_steps, learning_rate, num_samples, init_scale, progress is not None)
+    program = _cached(("svi", model, static, settings), lambda: _svi_program(model, static, latent, det, settings))
+    key = jax.random.PRNGKey(seed)
+    start = time.perf_counter()
+    state = None
+    if not init_values:
+        # init_to_median draws from the prior: SVI.run's own (op by op) initialisation keeps the losses SVI.run's
+        # bit for bit (compiled as part of one program, XLA fuses that sampling and rounds differently).
+        svi = SVI(model, _make_guide(model, guide, {}, init_scale), optax_adam(learning_rate), Trace_ELBO())
+        state = svi.init(jax.random.split(key)[0], **model_kwargs)
+    with _progress_hook(progress):
+        draws, losses = program(data, init_values, key, state)
+        jax.block_until_ready(draws)
     wall = time.perf_counter() - start
     samples = {k: np.asarray(v)[None] for k, v in draws.items()}
     losses = np.asarray(losses)
+    if guide == "laplace" and num_samples > 1 and all(np.ptp(samples[k], axis=1).max(initial=0.0) == 0 for k in latent):
+        # NumPyro says this only when run op by op; in a compiled program the draws are simply the mode
+        warnings.warn("Hessian of log posterior at the MAP point is singular: the Laplace draws are all the MAP point; "
+                      "use the normal guide (AutoNormal) or NUTS", stacklevel=2)
     return Draws(
         samples=samples, method=f"svi-{guide}",
         info={"wall_s": wall, "num_steps": num_steps, "learning_rate": learning_rate, "num_samples": num_samples,
               "num_chains": 1, "seed": seed, "losses": losses, "final_loss": float(losses[-1])},
     )
+
+
+class _ModelOrder(AutoGuide):
+    """Keeps a guide's starting values (``_init_locs``) in the model's site order.
+
+    NumPyro's initialisation returns them in site order when it runs op by op and its first start is valid, but
+    sorted by name when traced (a ``while_loop``'s pytree). The order decides which part of the random key each
+    site's draw gets (``AutoNormal.sample_posterior``) and the layout of the flat latent vector
+    (``AutoLaplaceApproximation``), so one fixed order keeps draws the same whether the guide is set up inside a
+    compiled program or not, and an initial state made op by op valid for a guide set up in a trace.
+    """
+
+    def _setup_prototype(self, *args, **kwargs):
+        super()._setup_prototype(*args, **kwargs)
+        self._init_locs = {k: self._init_locs[k] for k in self.prototype_trace if k in self._init_locs}
+
+
+class _NormalGuide(AutoNormal, _ModelOrder):
+    pass
+
+
+class _LaplaceGuide(AutoLaplaceApproximation, _ModelOrder):
+    pass
+
+
+def _make_guide(model, guide: str, init_values: dict, init_scale: float):
+    loc_fn = init_to_value(values=init_values) if init_values else init_to_median
+    if guide == "normal":
+        return _NormalGuide(model, init_loc_fn=loc_fn, init_scale=init_scale)
+    return _LaplaceGuide(model, init_loc_fn=loc_fn)
+
+
+def _svi_program(model, static, latent: list, det: list, settings):
+    """One jit-compiled SVI run: ``run(data, init_values, key, state) -> (draws, losses)``.
+
+    Initialisation (unless ``state``, an initial SVI state, is given), ``num_steps`` stable Adam updates (SVI.run's
+    loop), draws from the fitted guide and the deterministic sites of those draws, all in one program: run op by
+    op, guide initialisation and ``Predictive`` compile dozens of small programs per data shape. The guide is
+    built inside the traced function, so it never holds values of another trace.
+    """
+    guide, num_steps, learning_rate, num_samples, init_scale, report = settings
+
+    def run(data, init_values, key, state):
+        kw = {**dict(static), **data}
+        g = _make_guide(model, guide, init_values, init_scale)
+        svi = SVI(model, g, optax_adam(learning_rate), Trace_ELBO())
+        k_fit, k_draw = jax.random.split(key)
+        own = svi.init(k_fit, **kw)  # also sets up the guide (its sites and transforms) in this trace
+        state = own if state is None else state
+
+        def step(state, i):  # SVI.run's loop (stable updates: a step with a NaN loss is skipped), plus reports
+            state, loss = svi.stable_update(state, **kw)
+            _maybe_report(report, i + 1, num_steps)
+            return state, loss
+
+        state, losses = jax.lax.scan(step, state, jnp.arange(num_steps))
+        params = svi.get_params(state)
+        # sample_posterior, not Predictive(guide=...): a Laplace guide run as a program is its Delta at the
+        # mode; its Gaussian (inverse Hessian) lives in sample_posterior.
+        k_guide, k_model = jax.random.split(k_draw)
+        z = g.sample_posterior(k_guide, params, sample_shape=(num_samples,), **kw)
+        pred = Predictive(model, posterior_samples={k: z[k] for k in latent}, return_sites=latent + det)
+        return pred(k_model, **kw), losses
+
+    return jax.jit(run)
 
 
 def optax_adam(learning_rate: float):
@@ -495,7 +564,7 @@ def run_nuts_batched(
         ``stats["diverging"]: bool[B, draws]`` and the other NUTS statistics.
     """
     shared, static = _split_kwargs(dict(static_kwargs or {}))
-    batch = {k: jnp.asarray(v) for k, v in data_batch.items()}
+    batch = {k: _on_device(v) for k, v in data_batch.items()}
     settings = (num_warmup, num_samples, thinning, target_accept, max_tree_depth, False, 0.0, init_radius, False)
 
     def build():
@@ -574,7 +643,7 @@ def simulation_based_calibration(
     truth = _to_numpy(prior(jax.random.PRNGKey(seed), **design))
     static = {k: v for k, v in design_kwargs.items() if k != obs_kwarg}
     draws = run_nuts_batched(
-        model, {obs_kwarg: jnp.asarray(truth[obs_site], jnp.result_type(float))}, static, seed=seed + 1, num_warmup=num_warmup,
+        model, {obs_kwarg: _on_device(np.asarray(truth[obs_site], jnp.result_type(float)))}, static, seed=seed + 1, num_warmup=num_warmup,
         num_samples=num_samples, thinning=thinning, max_tree_depth=max_tree_depth,
     )
     lo, hi = (1 - ci_prob) / 2, 1 - (1 - ci_prob) / 2
