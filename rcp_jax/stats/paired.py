@@ -177,10 +177,14 @@ def _bucket(n: int, step: int) -> int:
 
 
 @functools.lru_cache(maxsize=32)
-def _sign_flip_kernel(exact: bool, chunk: int, n_chunks: int):
-    """Jitted counter of sign-flip statistics at least as extreme as the observed one (call under x64)."""
+def _sign_flip_kernel(exact: bool, chunk: int):
+    """Jitted counter of sign-flip statistics at least as extreme as the observed one (call under x64).
 
-    def count(key, d, n_total):
+    The number of sign vectors (``n_total``) and of chunks (``n_chunks``) are run-time arguments, so one
+    compiled program serves every query count and permutation count of one padded shape.
+    """
+
+    def count(key, d, n_total, n_chunks):
         # d: float64[P, Q]; statistic |sum_q s_q d_q|; the observed one has s = +1.
         t_obs = jnp.abs(d.sum(1))
         thr = t_obs - 1e-11 * jnp.abs(d).sum(1)  # float round-off must not drop exact ties
@@ -254,16 +258,18 @@ def randomisation_test(
         n_total = 2**q
     else:
         n_total = int(n_permutations)
-    chunk = int(min(chunk, n_total))
+    # Exact mode: chunks of ``chunk`` sign vectors whatever Q (the ones past 2**Q are masked out), so every Q of
+    # one padded width shares a program; Monte Carlo: the chunk fixes the sign vectors drawn, so it stays.
+    chunk = int(chunk) if exact else int(min(chunk, n_total))
     n_chunks = -(-n_total // chunk)
     p_pad = _bucket(n_rows, 8)
-    q_pad = q if exact else _bucket(q, 8)  # padded zero columns change no statistic
+    q_pad = _bucket(q, 8)  # padded zero columns change no statistic (exact: their signs are those of idx >= 2**Q)
     padded = np.zeros((p_pad, q_pad))
     padded[:n_rows, :q] = flat
     key = jax.random.key(int(seed)) if isinstance(seed, numbers.Integral) else seed
     with jax.enable_x64(True):
-        kernel = _sign_flip_kernel(bool(exact), chunk, n_chunks)
-        counts = np.asarray(kernel(key, jnp.asarray(padded, dtype=jnp.float64), jnp.int64(n_total)))
+        kernel = _sign_flip_kernel(bool(exact), chunk)
+        counts = np.asarray(kernel(key, jax.device_put(padded), np.int64(n_total), np.int64(n_chunks)))
     counts = counts[:n_rows].astype(np.float64)
     p = counts / n_total if exact else (1.0 + counts) / (1.0 + n_total)
     return np.minimum(p, 1.0).reshape(lead)
