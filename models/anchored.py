@@ -122,12 +122,16 @@ def fit_anchored(
     fr[:n_q, :n] = free
     tt[:n_q] = total
     with jax.enable_x64(True):
-        wins = pair_statistics(jnp.asarray(doc_index), jnp.asarray(scores), jnp.asarray(window_query),
+        wins = pair_statistics(jax.device_put(doc_index), jax.device_put(scores), jax.device_put(window_query),
                                n_queries=q_pad, n_docs=size)
-        args = (wins, jnp.asarray(fx), jnp.asarray(fr), jnp.asarray(tt), jnp.full(q_pad, float(ridge)))
-        y, iters, ok = lm_newton(_objective, jnp.asarray(fx), args, max_iter=max_iter, tol=tol, derivs=_derivs)
-        theta = np.asarray(jnp.where(args[2], y, args[1]))
-        both = np.asarray(wins + jnp.swapaxes(wins, 1, 2))
+        # device_put, not jnp.asarray: a host copy compiles nothing
+        args = tuple(jax.device_put(x) for x in (fx, fr, tt, np.full(q_pad, float(ridge))))
+        args = (wins, *args)
+        y, iters, ok = lm_newton(_objective, args[1], args, max_iter=max_iter, tol=tol, derivs=_derivs)
+    # host post-processing in NumPy (op by op in JAX, each op would compile its own small program)
+    theta = np.where(fr, np.asarray(y), fx)
+    wins = np.asarray(wins)
+    both = wins + np.swapaxes(wins, 1, 2)
     sig = 1.0 / (1.0 + np.exp(-(theta[:, :, None] - theta[:, None, :])))
     info = (both * sig * (1.0 - sig)).sum(axis=2)
     se = np.full(fr.shape, np.nan)

@@ -137,7 +137,7 @@ def _levenberg_marquardt(derivs, y, args, *, max_iter: int, tol: float):
     """Damped Newton (one problem, host loop; every step is one compiled call): returns (y, f, H, iterations,
     converged). A step is accepted when it does not raise the objective; the damping ``mu`` (relative to the
     largest Hessian diagonal) shrinks after an accepted step and grows after a rejected one."""
-    f, g, h = (np.asarray(x, np.float64) for x in derivs(jnp.asarray(y), *args))
+    f, g, h = (np.asarray(x, np.float64) for x in derivs(jax.device_put(y), *args))
     mu, eps, converged, it = 1e-3, np.finfo(np.float64).eps, False, 0
     eye = np.eye(len(y))
     for it in range(1, max_iter + 1):  # noqa: B007 - the count is returned
@@ -147,7 +147,7 @@ def _levenberg_marquardt(derivs, y, args, *, max_iter: int, tol: float):
         except np.linalg.LinAlgError:
             step = np.full_like(y, np.nan)
         y_new = y - step
-        out = [np.asarray(x, np.float64) for x in derivs(jnp.asarray(y_new), *args)] if np.isfinite(step).all() else None
+        out = [np.asarray(x, np.float64) for x in derivs(jax.device_put(y_new), *args)] if np.isfinite(step).all() else None
         if out is not None and np.isfinite(out[0]) and out[0] <= f + 16 * eps * (abs(f) + 1.0):
             y, (f, g, h) = y_new, out
             mu = max(mu / 4.0, 1e-10)
@@ -221,12 +221,12 @@ def fit_pooled_judges(
     y0 = np.concatenate([np.asarray(p, np.float64) for p in parts])
     derivs = _derivatives(c, q, k, fit_scale)
     with jax.enable_x64(True):
-        arrays = [jnp.asarray(x) for x in padded_arrays(cells)]
-        args = (*arrays, jnp.asarray(ridge, jnp.float64))
+        arrays = [jax.device_put(x) for x in padded_arrays(cells)]  # host copies: nothing compiles
+        args = (*arrays, jax.device_put(np.float64(ridge)))
         y, objective, hess, iters, conv = _levenberg_marquardt(derivs, y0, args, max_iter=max_iter, tol=tol)
         total = max(float(np.asarray(cells.trials, np.float64).sum()), 1.0)
         cov = np.linalg.pinv(hess * total, hermitian=True)  # the sum-scale Hessian's inverse
-        u, v, t, a, d, l = (np.asarray(x, np.float64) for x in _unpack(jnp.asarray(y), c, q, k, fit_scale))
+        u, v, t, a, d, l = (np.asarray(x, np.float64) for x in _unpack(np.asarray(y, np.float64), c, q, k, fit_scale))
         gamma, beta = (np.asarray(x, np.float64) for x in irt.item_parameters(jnp.asarray(u), jnp.asarray(v)))
     centre = np.eye(k) - 1.0 / k
     i0 = 2 * c + 2 * q

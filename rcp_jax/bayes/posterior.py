@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,10 @@ FROZEN_NOTE = (
 )
 #: Largest joint model the dense Laplace approximation takes (latent dimensions; the Hessian is its square).
 LAPLACE_MAX_DIM = 10_000
+
+
+#: One compiled program for the joint model's starting contrasts (op by op it would compile a dozen).
+_contrasts_from_centred = jax.jit(bayes.contrasts_from_centred)
 
 
 class FrozenModelWarning(UserWarning):
@@ -220,7 +225,7 @@ def prepare_inputs(bt_or_windows: pd.DataFrame | None, answers: pd.DataFrame, *,
         if joint:
             with jax.enable_x64(True):
                 wins = np.asarray(bradley_terry.pair_statistics(
-                    jnp.asarray(doc_index), jnp.asarray(scores), jnp.asarray(window_query),
+                    jax.device_put(doc_index), jax.device_put(scores), jax.device_put(window_query),
                     n_queries=len(query_ids), n_docs=doc_ids.shape[1],
                 ), dtype=np.float32)
         theta, n_comp = fit.theta, fit.n_components
@@ -364,24 +369,33 @@ def _interval(x: np.ndarray, ci_prob: float, axis=0) -> tuple[np.ndarray, np.nda
     return q[0], q[1]
 
 
+@functools.partial(jax.jit, static_argnames="model")
+def _ability_gain(part: dict, theta: jax.Array, n_docs: jax.Array, model: str) -> tuple:
+    """(ability, gain, theta or None) float32[S, Q, N] of a chunk of S draws (one compiled program per shape)."""
+    if model == "frozen":
+        ab = bayes.calibrated_ability(part, theta=theta)
+    else:
+        ab = bayes.calibrated_ability(part, n_docs=n_docs)
+    th = bayes.centred_from_contrasts(part["z"], n_docs) if model == "joint" else None
+    return ab, bayes.rcp_gain(ab, part["gamma"], part["beta"]), th
+
+
 def _gain_draws(samples: dict, inputs: PosteriorInputs, model: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(ability, gain, theta) float32[chains, draws, Q, N] (theta only for the joint model)."""
-    n_docs = jnp.asarray(inputs.n_docs)
+    n_docs = jax.device_put(inputs.n_docs)
+    theta_bt = jax.device_put(np.asarray(inputs.theta, np.float32))
     c, s = samples["gamma"].shape[:2]
     q, n, k = inputs.trials.shape
     chunk = max(1, int(4e7 // max(q * n * k, 1)))
     flat = {name: np.asarray(v).reshape((c * s,) + np.shape(v)[2:]) for name, v in samples.items()}
     ability, gain, theta = [], [], []
     for lo in range(0, c * s, chunk):
-        part = {name: jnp.asarray(v[lo : lo + chunk]) for name, v in flat.items()}
-        if model == "frozen":
-            ab = bayes.calibrated_ability(part, theta=jnp.asarray(inputs.theta, jnp.float32))
-        else:
-            ab = bayes.calibrated_ability(part, n_docs=n_docs)
-        if model == "joint":
-            theta.append(np.asarray(bayes.centred_from_contrasts(part["z"], n_docs), np.float32))
+        part = {name: v[lo : lo + chunk] for name, v in flat.items()}
+        ab, g, th = _ability_gain(part, theta_bt, n_docs, model)
+        if th is not None:
+            theta.append(np.asarray(th, np.float32))
         ability.append(np.asarray(ab, np.float32))
-        gain.append(np.asarray(bayes.rcp_gain(ab, part["gamma"], part["beta"]), np.float32))
+        gain.append(np.asarray(g, np.float32))
     shape = (c, s, q, n)
     out = [np.concatenate(a).reshape(shape) for a in (ability, gain)]
     return out[0], out[1], (np.concatenate(theta).reshape(shape) if theta else None)
@@ -614,7 +628,7 @@ def fit_posterior(
     inputs = prepare_inputs(bt_or_windows, answers, joint=model == "joint", bt_ridge=bt_ridge)
     if model == "joint" and method == "laplace":
         _check_dense_laplace(inputs)
-    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+    f32 = lambda x: jax.device_put(np.asarray(x, np.float32))  # noqa: E731 - host cast and copy: nothing compiles
     passes, trials = f32(inputs.passes), f32(inputs.trials)
 
     if model == "rubric_only":
@@ -632,9 +646,9 @@ def fit_posterior(
             mfn = bayes.joint_model
             # MAP in the model's own coordinates; samplers in ``joint_param`` coordinates (same posterior).
             param = "theta" if method == "map" else joint_param
-            kwargs = dict(wins=f32(inputs.wins), n_docs=jnp.asarray(inputs.n_docs), passes=passes, trials=trials,
+            kwargs = dict(wins=f32(inputs.wins), n_docs=jax.device_put(inputs.n_docs), passes=passes, trials=trials,
                           ridge=ridge, bt_ridge=bt_ridge, bt_weight=bt_weight, param=param)
-            z0 = np.asarray(bayes.contrasts_from_centred(f32(inputs.theta), jnp.asarray(inputs.n_docs)))
+            z0 = np.asarray(_contrasts_from_centred(f32(inputs.theta), jax.device_put(inputs.n_docs)))
             if param == "theta":
                 init["z"] = z0
             else:
