@@ -73,14 +73,14 @@ def readme_commands(marker: str) -> list[list[str]]:
 
 def test_readme_bayesian_commands_run_on_the_demo_report(demo_run, capsys, monkeypatch):
     """The README's `fit --method nuts` / `evaluate --posterior` lines, run as written from the demo's parent
-    folder (fewer NUTS draws on 2 chains, no figures: the figures have their own tests; the 4-chain
-    default is checked on the 50 x 60 collection of tests/bayes/test_inference.py)."""
+    folder (fewer NUTS draws on one chain, no figures: the figures have their own tests; the 4-chain
+    default and its R-hat are checked on the 50 x 60 collection of tests/bayes/test_inference.py)."""
     out, result = demo_run
     fit, evaluate = readme_commands("--posterior")
     assert fit[0] == "fit" and evaluate[0] == "evaluate"
     monkeypatch.chdir(out.parent.parent)  # the README runs from the folder holding rcp_runs/
     capsys.readouterr()
-    assert main([*fit, "--warmup", "150", "--draws", "150", "--chains", "2", "--no-plots", "--json"]) == 0
+    assert main([*fit, "--warmup", "150", "--draws", "150", "--chains", "1", "--no-plots", "--json"]) == 0
     fitted = json.loads(capsys.readouterr().out)
     assert fitted["diagnostics"]["divergences"] == 0
     assert main([*evaluate, "--no-plots", "--json"]) == 0
