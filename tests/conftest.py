@@ -93,7 +93,7 @@ SHARED_GROUPS = {
 #: test_crash_resume 31, test_notebooks_paper 18 (stats/test_diagnostics + test_rubric_only_degenerate:
 #: 15 together, no longer long).
 LONG_GROUPS = ("bayes:frozen_posterior", "bayes:noisy_posteriors", "tests/test_demo_cli.py",
-               "tests/bayes/test_cli_posterior.py", "tests/reliability/test_signals.py", "tests/test_own_collection.py",
+               "tests/bayes/test_small_inference.py", "tests/bayes/test_cli_posterior.py", "tests/reliability/test_signals.py", "tests/test_own_collection.py",
                "tests/test_judges.py", "tests/bayes/test_models.py", "tests/reliability/test_crash_resume.py",
                "tests/test_notebooks_paper.py")
 

@@ -55,7 +55,7 @@ def test_modules_sharing_a_costly_fixture_share_a_work_unit_and_long_ones_start_
     assert joint == default and joint[1] == "bayes:noisy_posteriors"
     a, b = group("tests/test_metrics.py::test_a"), group("tests/test_metrics.py::test_b[x::y]")
     assert a == b and a[1] == "tests/test_metrics.py"  # else: the module is the unit
-    inference = group("tests/bayes/test_inference.py::test_nuts_is_reproducible_with_an_explicit_seed")
+    inference = group("tests/bayes/test_inference.py::test_nuts_50_queries_60_docs_no_divergences_and_rhat_below_1_01")
     assert inference == group("tests/bayes/test_plots.py::t") and inference[1] == "bayes:frozen_posterior"
     assert inference[0] < joint[0] < group("tests/test_demo_cli.py::t")[0] < a[0] == group("tests/test_pools.py::t")[0]
     # the scheduler xdist uses splits test ids by these units
