@@ -17,7 +17,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
-import pytest
 from bayes_helpers import gain_coverage, simulated_run
 
 from rcp_jax.bayes import format_posterior_table, posterior_metrics
