@@ -33,7 +33,7 @@ iteration; each query also stops iterating on its own. A Newton trial point cost
 Issue #14 (few compiled programs): on that path every compiled call fits a fixed block of
 :data:`BLOCK_QUERIES` queries (the blocks run from a thread pool) with a power-of-two number of window
 slots, at least :data:`MIN_SLOTS`; a query's statistics are scattered :data:`_WINDOW_GROUP` windows at a
-time up to its last window (:func:`_query_parts`), so padding slots cost nothing. A refit with another
+time up to its last window (:func:`_query_scatter`), so padding slots cost nothing. A refit with another
 number of queries, or most refits with more windows, reuse the program of their pool-size bucket.
 """
 
@@ -500,55 +500,71 @@ def _fit_block(doc_index, scores, window_query, mask, ridge, tol, *, max_iter: i
     return _fit_parts(both, anti, total, mask, ridge, tol, max_iter=max_iter)
 
 
-#: Windows scattered per step of the per-query statistics loop (:func:`_query_parts`): a query's padding
+#: Windows scattered per step of the per-query statistics loop (:func:`_query_scatter`): a query's padding
 #: slots beyond its last group of windows cost nothing, so the slot count of a call can be coarse.
 _WINDOW_GROUP = 16
 
 
-def _query_parts(doc_index, scores, n_docs: int):
-    """:func:`_pair_parts` of ONE query from its windows ``int32/float[V, w]`` (traced helper).
+def _block_pairs(doc_index, scores, n_docs: int):
+    """Every within-window pair of a block of queries, for :func:`_query_scatter` (traced helper).
 
-    The windows are scattered ``_WINDOW_GROUP`` at a time, only up to the query's last window (``V`` is a
-    multiple of the group), so empty slots at the end cost nothing; the updates reach each cell in the
-    same order as one scatter of all windows. Returns ``(both float[1, N, N], anti float[1, N, N],
-    total float[1])``.
+    Args:
+        doc_index, scores: int32/float[Q, V, w] the windows of each query (an empty slot is -1).
+        n_docs: padded pool size N.
+
+    Returns ``(flat int32[Q, V P], pw float[Q, V P], net float[Q, V P], total float[Q], used int32[Q])``
+    with ``P = w (w - 1) / 2`` pairs per window (:func:`_first` / :func:`_second` order): the cell
+    ``min(a, b) N + max(a, b)`` of each pair, its normalised weight and signed net win (as
+    :func:`_pair_parts`), the query's total pair weight and its number of window slots up to the last
+    non-empty one. Built for the whole block at once: per query (and per group of windows) the slices and
+    concatenations of :func:`_first` / :func:`_second` would be dozens of tiny compiled operations.
     """
-    v = doc_index.shape[0]
-    g = _WINDOW_GROUP
+    q, v, w = doc_index.shape
     dtype = scores.dtype
     valid = doc_index >= 0
-    size = valid.sum(axis=1)
+    size = valid.sum(axis=2)
     weight = jnp.where(size > 1, 2.0 / jnp.maximum(size, 1), 0.0).astype(dtype)
     n_pairs = (size * (size - 1) // 2).astype(dtype)
-    zero = jnp.zeros(v, jnp.int32)
-    total = jnp.zeros(1, dtype).at[zero].add(weight * n_pairs, mode="promise_in_bounds")
+    # one sequential sum per query (a scatter-add, in window order, as the per-query statistics always had)
+    rows = jnp.repeat(jnp.arange(q, dtype=jnp.int32), v)
+    total = jnp.zeros(q, dtype).at[rows].add((weight * n_pairs).ravel(), mode="promise_in_bounds")
     total = jnp.maximum(total, jnp.finfo(dtype).tiny)
-    weight = weight / total[zero]
-    used = jnp.max(jnp.where(valid.any(axis=1), jnp.arange(1, v + 1, dtype=jnp.int32), 0))
-    d_all = jnp.where(valid, doc_index, -1)
+    weight = weight / total[:, None]
+    used = jnp.max(jnp.where(valid.any(axis=2), jnp.arange(1, v + 1, dtype=jnp.int32), 0), axis=1)
+    d = jnp.where(valid, doc_index, -1).reshape(q * v, w)
+    s = scores.reshape(q * v, w)
+    a, b = _first(d), _second(d)
+    ok = (a >= 0) & (b >= 0)
+    lo, hi = jnp.maximum(jnp.minimum(a, b), 0), jnp.maximum(a, b)
+    pw = jnp.where(ok, weight.reshape(q * v, 1), 0.0)
     lim = 1.0 - 2.0 * LABEL_CLIP
+    net = jnp.where(a < b, pw, -pw) * jnp.clip(jnp.tanh(0.5 * (_first(s) - _second(s))), -lim, lim)
+    flat = lo * n_docs + hi
+    return flat.reshape(q, -1), pw.reshape(q, -1), net.reshape(q, -1), total, used
+
+
+def _query_scatter(flat, pw, net, used, n_docs: int, pairs: int):
+    """``(both, anti)`` float[1, N, N] of ONE query from its rows of :func:`_block_pairs` (traced helper).
+
+    The pairs are scattered ``_WINDOW_GROUP`` windows (``pairs`` each) at a time, only up to the query's last
+    window (``used``; the slot count ``V`` is a multiple of the group), so empty slots at the end cost
+    nothing; the updates reach each cell in the same order as one scatter of all windows.
+    """
+    step = _WINDOW_GROUP * pairs
 
     def body(k, acc):
         upper_w, upper_n = acc
-        lo_row = k * g
-        d = jax.lax.dynamic_slice_in_dim(d_all, lo_row, g)
-        s = jax.lax.dynamic_slice_in_dim(scores, lo_row, g)
-        wt = jax.lax.dynamic_slice_in_dim(weight, lo_row, g)
-        a, b = _first(d), _second(d)
-        ok = (a >= 0) & (b >= 0)
-        lo, hi = jnp.maximum(jnp.minimum(a, b), 0), jnp.maximum(a, b)
-        pw = jnp.where(ok, wt[:, None], 0.0)
-        net = jnp.where(a < b, pw, -pw) * jnp.clip(jnp.tanh(0.5 * (_first(s) - _second(s))), -lim, lim)
-        flat = (lo * n_docs + hi).ravel()
-        upper_w = upper_w.at[flat].add(pw.ravel(), mode="promise_in_bounds")
-        upper_n = upper_n.at[flat].add(net.ravel(), mode="promise_in_bounds")
+        cells = jax.lax.dynamic_slice_in_dim(flat, k * step, step)
+        upper_w = upper_w.at[cells].add(jax.lax.dynamic_slice_in_dim(pw, k * step, step), mode="promise_in_bounds")
+        upper_n = upper_n.at[cells].add(jax.lax.dynamic_slice_in_dim(net, k * step, step), mode="promise_in_bounds")
         return upper_w, upper_n
 
-    zeros = jnp.zeros(n_docs * n_docs, dtype)
-    upper_w, upper_n = jax.lax.fori_loop(0, (used + g - 1) // g, body, (zeros, zeros))
+    zeros = jnp.zeros(n_docs * n_docs, pw.dtype)
+    groups = (used + _WINDOW_GROUP - 1) // _WINDOW_GROUP
+    upper_w, upper_n = jax.lax.fori_loop(0, groups, body, (zeros, zeros))
     upper_w = upper_w.reshape(1, n_docs, n_docs)
     upper_n = upper_n.reshape(1, n_docs, n_docs)
-    return upper_w + jnp.swapaxes(upper_w, 1, 2), upper_n - jnp.swapaxes(upper_n, 1, 2), total
+    return upper_w + jnp.swapaxes(upper_w, 1, 2), upper_n - jnp.swapaxes(upper_n, 1, 2)
 
 
 def _fit_queries(doc_index, scores, mask, ridge, tol, *, max_iter: int, chunk: int):
@@ -565,32 +581,42 @@ def _fit_queries(doc_index, scores, mask, ridge, tol, *, max_iter: int, chunk: i
     With a small ``chunk`` every array of a batch (``chunk x N x N``: the pair statistics, the curvatures)
     stays in the CPU's cache through the statistics, the start and every Newton iteration, and each
     batch stops iterating on its own; one batch of all queries (``chunk = Q``) suits a GPU. A batch whose
-    queries have no document (padding) is skipped. With ``chunk = 1`` a query's statistics loop over its
-    windows only (:func:`_query_parts`), so the slot count ``V`` may be padded generously.
+    queries have no document (padding) is skipped. With ``chunk = 1`` the pairs of every window of the call
+    are listed at once (:func:`_block_pairs`) and a query's statistics loop over its windows only
+    (:func:`_query_scatter`), so the slot count ``V`` may be padded generously.
     """
     q, v, w = doc_index.shape
     n = mask.shape[1]
     window_query = jnp.repeat(jnp.arange(chunk, dtype=jnp.int32), v)
 
+    def empty(_):
+        zeros = jnp.zeros((chunk, n), scores.dtype)
+        return zeros, zeros + 1.0, jnp.full((chunk, n), -1, jnp.int32), jnp.zeros(chunk, jnp.int32), jnp.zeros(chunk, jnp.int32)
+
     def one(x):
         di, sc, m = x
 
         def fit(_):
-            if chunk == 1:
-                both, anti, total = _query_parts(di.reshape(v, w), sc.reshape(v, w), n)
-                return _fit_parts(both, anti, total, m, ridge, tol, max_iter=max_iter)
             return _fit_block(di.reshape(chunk * v, w), sc.reshape(chunk * v, w), window_query, m, ridge, tol,
                               max_iter=max_iter)
 
-        def empty(_):
-            zeros = jnp.zeros((chunk, n), scores.dtype)
-            return zeros, zeros + 1.0, jnp.full((chunk, n), -1, jnp.int32), jnp.zeros(chunk, jnp.int32), jnp.zeros(chunk, jnp.int32)
+        return jax.lax.cond(jnp.any(m), fit, empty, None)
+
+    def one_query(x):
+        flat, pw, net, total, used, m = x
+
+        def fit(_):
+            both, anti = _query_scatter(flat, pw, net, used, n, w * (w - 1) // 2)
+            return _fit_parts(both, anti, total[None], m[None], ridge, tol, max_iter=max_iter)
 
         return jax.lax.cond(jnp.any(m), fit, empty, None)
 
     if chunk == q:
         return _fit_block(doc_index.reshape(q * v, w), scores.reshape(q * v, w), window_query, mask, ridge, tol,
                           max_iter=max_iter)
+    if chunk == 1:
+        out = jax.lax.map(one_query, (*_block_pairs(doc_index, scores, n), mask))
+        return tuple(o.reshape(q, *o.shape[2:]) for o in out)
     k = q // chunk
     out = jax.lax.map(one, (doc_index.reshape(k, chunk, v, w), scores.reshape(k, chunk, v, w), mask.reshape(k, chunk, n)))
     return tuple(o.reshape(q, *o.shape[2:]) for o in out)
@@ -684,7 +710,7 @@ MIN_SLOTS = 64
 
 def _slot_bucket(n: int) -> int:
     """Windows per query of a call on the per-query path (``chunk = 1``): a power of two, at least
-    :data:`MIN_SLOTS`. Padding slots cost nothing there (:func:`_query_parts` stops at a query's last
+    :data:`MIN_SLOTS`. Padding slots cost nothing there (:func:`_query_scatter` stops at a query's last
     window), so a coarse bucket keeps refits with more windows on the same compiled program."""
     return max(MIN_SLOTS, _next_pow2(n))
 
