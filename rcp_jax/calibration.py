@@ -11,7 +11,10 @@ import numpy as np
 import pandas as pd
 
 from models import irt
-from rcp_jax.data.table_checks import id_codes, id_positions, run_codes
+from rcp_jax.data import table_checks as _checks
+from rcp_jax.data.table_checks import (
+    arrow_ids, chunk_bounds, id_codes, id_positions, order_by_code_and_id, run_heads,
+)
 from rcp_jax.errors import CalibrationError, DataError
 from rcp_jax.metrics import gain
 
@@ -155,6 +158,87 @@ def _bt_rows(bt_q: np.ndarray, bt_d: np.ndarray, n_d: int):
     return by_pair
 
 
+def _counts_by_codes(bt: pd.DataFrame, bt_q: np.ndarray, q_names: pd.Index, ans: pd.DataFrame, crit: list[str]):
+    """``(placements float64[n], passes float64[n, K])`` of the BT rows from the answers, through integer codes
+    of every id (any table); refuses two BT scores of one document and answers without a BT score."""
+    n_bt = len(bt)
+    bt_d, d_names = id_codes(bt["doc_id"])
+    bt_row = _bt_rows(bt_q, bt_d, len(d_names))
+    if bt_row is None:
+        row = bt.loc[bt.duplicated(["query_id", "doc_id"])].iloc[0]
+        raise DataError(f"document {row.doc_id!r} of query {row.query_id!r} has two BT scores; keep one")
+
+    # each answer's BT row (-1: none), through the distinct answer ids
+    q_of = id_positions(ans["query_id"], q_names, runs=True)
+    d_of = id_positions(ans["doc_id"], d_names)
+    a_row = bt_row(q_of, d_of)
+    if (a_row < 0).any():
+        counts = _placement_counts(ans, crit)
+        merged = counts.merge(bt, on=["query_id", "doc_id"], how="left", indicator=True)
+        orphan = merged["_merge"] == "left_only"
+        row = merged.loc[orphan].iloc[0]
+        raise CalibrationError(
+            f"rubric answers for document {row.doc_id!r} of query {row.query_id!r} have no BT score "
+            f"({int(orphan.sum())} such documents); the answers and the tournament must cover the same "
+            f"query and document ids"
+        )
+    placements = np.bincount(a_row, minlength=n_bt).astype(np.float64)
+    pass_counts = np.stack([np.bincount(a_row, weights=ans[c].to_numpy(), minlength=n_bt) for c in crit], axis=1)
+    return placements, pass_counts
+
+
+def _counts_by_chunks(bt: pd.DataFrame, bt_heads: np.ndarray, n_q: int, ans: pd.DataFrame, crit: list[str],
+                      q_names: pd.Index):
+    """:func:`_counts_by_codes` for the usual tables, in chunks of whole queries that stay in cache, or None
+    (then the general path decides, and refuses what is wrong).
+
+    Applies when each query's BT rows are one run (``bt_heads`` int[n_q]: their first rows, queries numbered
+    in that order), the answers come in runs of query ids in the same order (queries without answers
+    skipped), the id columns are arrow strings, and within a chunk of queries no document id has two BT
+    rows. Then an answer's BT row is found by its document id among its chunk's BT rows (pyarrow
+    ``index_in``: a hash table of ~20 k ids, not one of every id) and checked to belong to its query, and the
+    counts are bincounts over the chunk's rows. Any answer not found this way returns None.
+    """
+    n_bt = len(bt)
+    bt_doc, ans_doc, ans_query = arrow_ids(bt["doc_id"]), arrow_ids(ans["doc_id"]), ans["query_id"]
+    if len(bt_heads) != n_q or bt_doc is None or ans_doc is None or bt_doc.type != ans_doc.type or not len(ans):
+        return None
+    import pyarrow.compute as pc
+
+    a_heads = np.flatnonzero(run_heads(ans_query))
+    a_q = id_positions(ans_query.take(a_heads), q_names)
+    if (a_q < 0).any() or (np.diff(a_q) <= 0).any():  # an unknown query, or queries not in the BT order
+        return None
+    a_ends = np.append(a_heads[1:], len(ans))
+    bt_ends = np.append(bt_heads[1:], n_bt)
+    values = [ans[c].to_numpy() for c in crit]
+    placements = np.zeros(n_bt)
+    pass_counts = np.zeros((n_bt, len(crit)))
+    q_bounds = np.searchsorted(bt_heads, chunk_bounds(bt_heads, n_bt, max(_checks.CHUNK_ROWS // 8, 1)))
+    for q0, q1 in zip(q_bounds[:-1], q_bounds[1:]):
+        lo, hi = int(bt_heads[q0]), int(bt_ends[q1 - 1])
+        docs = bt_doc.slice(lo, hi - lo)
+        if pc.count_distinct(docs).as_py() != hi - lo:  # an id twice: shared by queries, or two BT scores
+            return None
+        j0, j1 = np.searchsorted(a_q, [q0, q1])
+        if j0 == j1:
+            continue
+        r0, r1 = int(a_heads[j0]), int(a_ends[j1 - 1])
+        pos = pc.index_in(ans_doc.slice(r0, r1 - r0), value_set=docs)
+        if pos.null_count:
+            return None
+        pos = pos.to_numpy()
+        # each answer's query (local to the chunk) against its BT row's query
+        a_local = np.repeat(a_q[j0:j1] - q0, a_ends[j0:j1] - a_heads[j0:j1])
+        row_local = np.repeat(np.arange(q1 - q0), bt_ends[q0:q1] - bt_heads[q0:q1])
+        if not np.array_equal(row_local[pos], a_local):
+            return None
+        placements[lo:hi] = np.bincount(pos, minlength=hi - lo)
+        for c, v in enumerate(values):
+            pass_counts[lo:hi, c] = np.bincount(pos, weights=v[r0:r1], minlength=hi - lo)
+    return placements, pass_counts
+
+
 def calibrate(
     bt: pd.DataFrame,
     answers: pd.DataFrame,
@@ -193,31 +277,17 @@ def calibrate(
     if not np.isfinite(bt["theta"].to_numpy(dtype=np.float64)).all():
         row = bt.loc[~np.isfinite(bt["theta"].to_numpy(dtype=np.float64))].iloc[0]
         raise DataError(f"BT score of document {row.doc_id!r} in query {row.query_id!r} is not finite")
-    # ids as integer codes: queries in order of first appearance (bt_q), documents likewise (bt_d)
+    # ids as integer codes: queries in order of first appearance (bt_q); answers matched to BT rows by chunks
+    # of whole queries (the usual tables) or by codes of every id
     n_bt, k = len(bt), len(crit)
-    bt_q, q_names = run_codes(bt["query_id"])
-    bt_d, d_names = id_codes(bt["doc_id"])
-    bt_row = _bt_rows(bt_q, bt_d, len(d_names))
-    if bt_row is None:
-        row = bt.loc[bt.duplicated(["query_id", "doc_id"])].iloc[0]
-        raise DataError(f"document {row.doc_id!r} of query {row.query_id!r} has two BT scores; keep one")
-
-    # each answer's BT row (-1: none), through the distinct answer ids
-    q_of = id_positions(ans["query_id"], q_names, runs=True)
-    d_of = id_positions(ans["doc_id"], d_names)
-    a_row = bt_row(q_of, d_of)
-    if (a_row < 0).any():
-        counts = _placement_counts(ans, crit)
-        merged = counts.merge(bt, on=["query_id", "doc_id"], how="left", indicator=True)
-        orphan = merged["_merge"] == "left_only"
-        row = merged.loc[orphan].iloc[0]
-        raise CalibrationError(
-            f"rubric answers for document {row.doc_id!r} of query {row.query_id!r} have no BT score "
-            f"({int(orphan.sum())} such documents); the answers and the tournament must cover the same "
-            f"query and document ids"
-        )
-    placements = np.bincount(a_row, minlength=n_bt).astype(np.float64)
-    pass_counts = np.stack([np.bincount(a_row, weights=ans[c].to_numpy(), minlength=n_bt) for c in crit], axis=1)
+    bt_heads = np.flatnonzero(run_heads(bt["query_id"]))
+    head_q, q_names = id_codes(bt["query_id"].take(bt_heads))
+    bt_q = np.repeat(head_q, np.diff(np.append(bt_heads, n_bt)))
+    counts = _counts_by_chunks(bt, bt_heads, len(q_names), ans, crit, q_names)
+    if counts is None:
+        placements, pass_counts = _counts_by_codes(bt, bt_q, q_names, ans, crit)
+    else:
+        placements, pass_counts = counts
     q_all = [str(q) for q in q_names.tolist()]
     answered = np.bincount(bt_q[placements > 0], minlength=len(q_all)) > 0
     uncal = [q for q, a in zip(q_all, answered) if not a]
@@ -235,9 +305,7 @@ def calibrate(
     q_cal = pd.Index(cal_q).get_indexer(q_names)  # calibrated index of each query, -1: uncalibrated
     row_q = q_cal[bt_q]
     rows = np.flatnonzero(row_q >= 0)
-    d_rank = np.empty(len(d_names), dtype=np.int64)
-    d_rank[d_names.argsort()] = np.arange(len(d_names))
-    rows = rows[np.lexsort((d_rank[bt_d[rows]], row_q[rows]))]
+    rows = rows[order_by_code_and_id(row_q[rows], bt["doc_id"] if len(rows) == n_bt else bt["doc_id"].take(rows))]
     n_q = len(cal_q)
     sizes = np.bincount(row_q[rows], minlength=n_q)
     qi = row_q[rows]

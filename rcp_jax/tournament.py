@@ -10,7 +10,9 @@ import numpy as np
 import pandas as pd
 
 from models import bradley_terry
-from rcp_jax.data.table_checks import finite_column, id_codes, id_strings, run_heads, show
+from rcp_jax.data.table_checks import (
+    finite_column, id_codes, id_pool, id_strings, run_heads, show, start_chunk_codes,
+)
 from rcp_jax.errors import DataError
 
 WINDOW_COLUMNS = ("query_id", "window_id", "doc_id", "score")
@@ -167,17 +169,24 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
         )
     n_rows = len(score)
     q_col, w_col, d_col = (window_scores[c] for c in ("query_id", "window_id", "doc_id"))
+    w_job = id_pool().submit(run_heads, w_col)  # pyarrow compares without the GIL: beside the query ids
     q_change = run_heads(q_col)
     q_heads = np.flatnonzero(q_change)
     qh_code, q_names = id_codes(q_col.take(q_heads), sort=True)
     _codes_or_refuse(qh_code, q_heads, window_scores, "query_id")
-    heads = np.flatnonzero(run_heads(w_col, breaks=q_change))
+    # each query one run of rows: the document ids are hashed in chunks of whole queries on the thread pool
+    # (codes of (chunk, id): a query's documents are in one chunk), while the windows are found here
+    pending = start_chunk_codes(d_col, q_heads) if len(q_heads) == len(q_names) else None
+    heads = np.flatnonzero(w_job.result() | q_change)
     head_w, w_names = id_codes(w_col.take(heads), sort=True)
     _codes_or_refuse(head_w, heads, window_scores, "window_id")
-    d_code, d_names = id_codes(d_col, sort=False)
-    _codes_or_refuse(d_code, None, window_scores, "doc_id")
+    if pending is not None:
+        d_code, d_names = pending()
+    else:
+        d_code, d_names = id_codes(d_col, sort=False)
+        _codes_or_refuse(d_code, None, window_scores, "doc_id")
     if len(d_names) < 2**31 - 1:  # per-row codes in int32: half the memory traffic at millions of rows
-        d_code, qh_code = d_code.astype(np.int32), qh_code.astype(np.int32)
+        d_code, qh_code = d_code.astype(np.int32, copy=False), qh_code.astype(np.int32)
     q_code = np.repeat(qh_code, np.diff(np.append(q_heads, n_rows)))
     n_q, n_d = len(q_names), len(d_names)
     head_q = q_code[heads].astype(np.int64)
@@ -226,9 +235,13 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     np.minimum.at(first_q, qh_code, q_heads)
     cell = names >= 0
     full = bool(cell.all())
-    owner = np.zeros(n_d, dtype=q_code.dtype)
-    owner[d_code] = q_code
-    if np.array_equal(owner[d_code], q_code):
+    owner = _owner_by_ranges(d_code, q_heads, qh_code, n_d)
+    one_query = owner is not None
+    if owner is None:
+        owner = np.zeros(n_d, dtype=q_code.dtype)
+        owner[d_code] = q_code
+        one_query = np.array_equal(owner[d_code], q_code)
+    if one_query:
         # every document id belongs to one query: it is the pair's key, and the pairs in order of first
         # appearance in the input are the document codes in order
         cell_name = names.ravel() if full else names[cell]
@@ -263,6 +276,20 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
         query_names=q_names, query_order=np.argsort(first_q, kind="stable"),
         pair_query=pair_query, pair_doc=pair_doc, pair_doc_id=pair_doc_id,
     )
+
+
+def _owner_by_ranges(d_code: np.ndarray, q_heads: np.ndarray, qh_code: np.ndarray, n_d: int) -> np.ndarray | None:
+    """int[n_d]: the query of every document code when each run of a query's rows (first rows ``q_heads``
+    int[R], query codes ``qh_code`` int[R]) holds the codes lo..hi, the runs' ranges one after another from 0
+    to ``n_d - 1`` (no code in two runs); else None. Codes numbered by first appearance (``d_code`` int[n])
+    do this when no document id is in two runs: the usual table, checked in two passes (per-run min and
+    max) instead of a scatter and a gather of every row."""
+    if len(d_code) == 0 or len(q_heads) == 0:
+        return None
+    lo, hi = np.minimum.reduceat(d_code, q_heads), np.maximum.reduceat(d_code, q_heads)
+    if lo[0] != 0 or hi[-1] != n_d - 1 or np.any(lo[1:] != hi[:-1] + 1):
+        return None
+    return np.repeat(qh_code, (hi - lo + 1).astype(np.int64))
 
 
 def _first_numbers(keys: np.ndarray, upper: int) -> np.ndarray:

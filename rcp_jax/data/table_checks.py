@@ -178,12 +178,111 @@ def id_codes(column: pd.Series, *, sort: bool = False) -> tuple[np.ndarray, pd.I
 
 
 def _arrow(values) -> object | None:
-    """The pyarrow array of an arrow-backed string column or Index without missing cells, else None."""
-    array = values.array
-    if isinstance(values.dtype, pd.StringDtype) and values.dtype.storage == "pyarrow" and not values.hasnans:
-        chunked = array.__arrow_array__()
-        return chunked.combine_chunks() if hasattr(chunked, "combine_chunks") else chunked
-    return None
+    """The pyarrow array of an arrow-backed string column or Index without missing cells, else None (one
+    chunk is taken as it is, several are combined; missing cells are counted by arrow, no pass)."""
+    if not (isinstance(values.dtype, pd.StringDtype) and values.dtype.storage == "pyarrow"):
+        return None
+    chunked = values.array.__arrow_array__()
+    if chunked.null_count:
+        return None
+    if not hasattr(chunked, "num_chunks"):
+        return chunked
+    return chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
+
+
+def arrow_ids(column) -> object | None:
+    """The pyarrow array of an arrow-backed string id column (or Index) without missing cells, else None."""
+    return _arrow(column)
+
+
+def chunk_bounds(starts: np.ndarray, n: int, rows: int | None = None) -> np.ndarray:
+    """int64[B + 1]: cuts of ``n`` rows into chunks of at least ``rows`` rows (default :data:`CHUNK_ROWS`),
+    cut only at ``starts`` int[G] (sorted first rows of groups); first 0, last ``n``."""
+    rows = CHUNK_ROWS if rows is None else rows
+    starts = np.asarray(starts, dtype=np.int64)
+    targets = np.arange(rows, n, rows, dtype=np.int64)
+    cut = starts[np.minimum(np.searchsorted(starts, targets), len(starts) - 1)] if len(starts) else targets[:0]
+    return np.unique(np.concatenate([np.array([0, n], dtype=np.int64), cut[(cut > 0) & (cut < n)]]))
+
+
+def order_by_code_and_id(codes: np.ndarray, column: pd.Series) -> np.ndarray:
+    """int64[n]: the stable order of rows by (``codes`` int[n], then the id of ``column`` as a string);
+    arrow strings are sorted by pyarrow on both keys at once, others through their sorted :func:`id_codes`."""
+    values = _arrow(column)
+    if values is None:
+        id_code, names = id_codes(column)
+        rank = np.empty(len(names), dtype=np.int64)
+        rank[names.argsort()] = np.arange(len(names))
+        return np.lexsort((rank[id_code], codes))
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = pa.table({"code": np.asarray(codes), "id": values})
+    return pc.sort_indices(table, sort_keys=[("code", "ascending"), ("id", "ascending")]).to_numpy().astype(np.int64)
+
+
+#: Rows per chunk of :func:`start_chunk_codes` (at least): a chunk's hash table stays in cache.
+CHUNK_ROWS = 1 << 17
+_POOL = None
+
+
+def id_pool():
+    """The thread pool of the id coding (two workers: pyarrow hashes and compares strings without the GIL)."""
+    global _POOL
+    if _POOL is None:
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1)), thread_name_prefix="rcp-id-codes")
+    return _POOL
+
+
+def start_chunk_codes(column: pd.Series, starts: np.ndarray):
+    """Start coding an arrow-string id column in chunks of whole groups, on a thread pool; returns a function
+    that waits and gives ``(codes int32[n], names)``, or None when the column is not arrow strings without
+    missing cells (then use :func:`id_codes`).
+
+    ``starts`` int[G] are the sorted first rows of the groups (e.g. the runs of a query id, first 0); the
+    column is cut only at these rows, into chunks of at least :data:`CHUNK_ROWS` rows, and each chunk is
+    dictionary-encoded on its own: a small hash table per chunk instead of one that leaves the cache (at 21.6
+    M rows 1.65 s -> ~0.4 s of CPU). Codes number the ids by (chunk, first appearance in the chunk), so
+    they follow the order of first appearance in the column, and ``names`` (a string Index, the column's
+    dtype) is the chunks' distinct ids one after another. An id found in two chunks gets two codes (and is
+    twice in ``names``): within a chunk, a code is one id. When no id spans two chunks the result equals
+    :func:`id_codes` (``pd.factorize``).
+    """
+    values = _arrow(column)
+    if values is None:
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(values)
+    bounds = chunk_bounds(starts, n)
+    out = np.empty(n, dtype=np.int32)
+
+    def encode(a: int, b: int):
+        encoded = pc.dictionary_encode(values.slice(a, b - a))
+        np.copyto(out[a:b], encoded.indices.to_numpy())
+        return encoded.dictionary
+
+    pool = id_pool()
+    jobs = [(int(a), int(b), pool.submit(encode, int(a), int(b))) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def finish() -> tuple[np.ndarray, pd.Index]:
+        offset, parts = 0, []
+        for a, b, job in jobs:
+            names = job.result()
+            if offset + len(names) >= 2**31 - 1:
+                raise OverflowError("more than 2**31 - 1 distinct ids in one column")
+            if offset:
+                out[a:b] += offset
+            offset += len(names)
+            parts.append(names)
+        names = pa.concat_arrays(parts) if parts else values.slice(0, 0)
+        return out, pd.Index(type(column.array)(names, dtype=column.dtype))
+
+    return finish
 
 
 def run_heads(column: pd.Series, breaks: np.ndarray | None = None) -> np.ndarray:
