@@ -295,17 +295,37 @@ def _cell_slots(k: int) -> int:
     return next(m for m in (top, top * 5 // 4, top * 3 // 2, top * 7 // 4, 2 * top) if m >= k)
 
 
-def _criterion_major(cells: CalibrationCells, q_pad: int, k_multiple: int = 16, *, bucket: bool = False):
-    """Rearrange cells to ``float64[q_pad, C, K]`` (theta, passes, trials), K padded to ``k_multiple``
+#: From this many queries on, a 2PL calibration pads its query axis as it pads cells (:func:`_cell_slots`:
+#: 1, 1.25, 1.5 or 1.75 times a power of two) instead of to the next power of two: 10,000 queries run as
+#: 10,240, not 16,384. Smaller fits keep the coarse power-of-two shapes (no more compiled programs).
+FINE_QUERY_SLOTS = 4096
+
+
+def _query_slots(q: int, n_damp: int, n_dev: int) -> int:
+    """Padded query count of a compiled calibration, a multiple of the device count ``n_dev``: ``n_damp``
+    (the power of two >= q), at least :data:`MIN_CAL_QUERIES`, below :data:`FINE_QUERY_SLOTS` queries,
+    else :func:`_cell_slots` of ``q``. Padding queries carry no answers."""
+    slots = max(n_damp, MIN_CAL_QUERIES) if q < FINE_QUERY_SLOTS else _cell_slots(q)
+    return -(-slots // n_dev) * n_dev
+
+
+def _criterion_major(
+    cells: CalibrationCells, q_pad: int, k_multiple: int = 16, *, bucket: bool = False, dtype=np.float64
+):
+    """Rearrange cells to ``dtype[q_pad, C, K]`` (theta, passes, trials), K padded to ``k_multiple``
     (or to :func:`_cell_slots` with ``bucket``).
 
     Cells of criterion c of query j fill ``[j, c, :count]`` in their original order; padding has
-    trials 0. The layout of :func:`calibration_cells` (criterion = cell index mod C) is a reshape.
+    trials 0. The layout of :func:`calibration_cells` (criterion = cell index mod C) is a reshape. The
+    values are written straight into the padded ``dtype`` arrays (rounded once from float64, as a cast of
+    the float64 layout would round them).
     """
     q, m = cells.theta.shape
     c = cells.n_criteria
     crit = np.asarray(cells.criterion)
     fields = [np.asarray(x, dtype=np.float64) for x in (cells.theta, cells.passes, cells.trials)]
+    if crit.ndim == 2 and crit.shape[0] > 1 and crit.strides[0] == 0:  # one row for every query (a view)
+        crit = crit[:1]
     if m % c == 0 and np.array_equal(crit, np.broadcast_to(np.arange(m) % c, crit.shape)):
         k = m // c
         moved = [x.reshape(q, k, c).transpose(0, 2, 1) for x in fields]
@@ -325,7 +345,7 @@ def _criterion_major(cells: CalibrationCells, q_pad: int, k_multiple: int = 16, 
     k_pad = _cell_slots(k) if bucket else max(k_multiple, -(-k // k_multiple) * k_multiple)
     out = []
     for y in moved:
-        z = np.zeros((q_pad, c, k_pad))
+        z = np.zeros((q_pad, c, k_pad), dtype=dtype)
         z[:q, :, :k] = y
         out.append(z)
     return out
@@ -356,9 +376,10 @@ def fit_2pl_calibration(
     Returns:
         :class:`CalibrationFit` (float64 arrays).
 
-    The query count is padded to a power of two, at least :data:`MIN_CAL_QUERIES`, and the cells per
-    criterion to :func:`_cell_slots`, so refits with other query counts reuse the compiled solver;
-    padded queries and cells carry no answers.
+    The query count is padded to a power of two, at least :data:`MIN_CAL_QUERIES` (from
+    :data:`FINE_QUERY_SLOTS` queries on, to :func:`_cell_slots`), and the cells per criterion to
+    :func:`_cell_slots`, so refits with other query counts reuse the compiled solver; padded queries and
+    cells carry no answers.
     """
     x64 = jnp.dtype(dtype) == jnp.float64
     if tol is None:
@@ -371,8 +392,8 @@ def fit_2pl_calibration(
     # compiled program
     n_damp = max(len(devs), 1 << max(0, int(q - 1).bit_length()))
     n_damp = -(-n_damp // len(devs)) * len(devs)
-    q_pad = -(-max(n_damp, MIN_CAL_QUERIES) // len(devs)) * len(devs)
-    theta, passes, trials = _criterion_major(cells, q_pad, bucket=True)
+    q_pad = _query_slots(q, n_damp, len(devs))
+    theta, passes, trials = _criterion_major(cells, q_pad, bucket=True, dtype=np.dtype(dtype))
     if init is None:
         u0, v0 = np.zeros(c), np.zeros(c)
         t0, a0 = np.full(q, _SOFTPLUS_INV_ONE), np.zeros(q)
@@ -673,12 +694,12 @@ def calibration_cells(theta: np.ndarray, passes: np.ndarray, trials: np.ndarray)
 
     Returns:
         :class:`CalibrationCells` with M = N x C cells per query (documents without answers have
-        trials 0 and drop out of the likelihood).
+        trials 0 and drop out of the likelihood); ``criterion`` is a read-only view of one row.
     """
     q, n, c = passes.shape
     th = np.broadcast_to(np.asarray(theta, dtype=np.float64)[:, :, None], (q, n, c)).reshape(q, n * c)
-    crit = np.broadcast_to(np.arange(c)[None, None, :], (q, n, c)).reshape(q, n * c)
+    crit = np.broadcast_to(np.tile(np.arange(c), n)[None, :], (q, n * c))  # one row, read-only view
     return CalibrationCells(
-        theta=np.ascontiguousarray(th), criterion=np.ascontiguousarray(crit),
+        theta=np.ascontiguousarray(th), criterion=crit,
         passes=passes.reshape(q, n * c), trials=trials.reshape(q, n * c), n_criteria=c,
     )
