@@ -468,8 +468,13 @@ def _flags_by_code(
     c_trials = np.full(k, float(placements[judged].sum()))
     flags += degenerate_criteria(list(criteria), c_pass, c_trials)
     high, low = np.full(n_q, np.nan), np.full(n_q, np.nan)
-    np.fmax.at(high, q_code, theta)  # fmax / fmin skip NaN, as pandas' max / min do
-    np.fmin.at(low, q_code, theta)
+    heads = np.flatnonzero(np.diff(q_code, prepend=-1) != 0) if len(q_code) else q_code
+    if len(np.unique(q_code[heads])) == len(heads):  # each query one run of rows: a reduction per run
+        high[q_code[heads]] = np.fmax.reduceat(theta, heads) if len(heads) else high[:0]
+        low[q_code[heads]] = np.fmin.reduceat(theta, heads) if len(heads) else low[:0]
+    else:
+        np.fmax.at(high, q_code, theta)  # fmax / fmin skip NaN, as pandas' max / min do
+        np.fmin.at(low, q_code, theta)
     spread = high - low
     flag("bt_no_spread", query, list(names[(spread <= 1e-9) & (np.bincount(q_code, minlength=n_q) > 1)]),
          "every document of {what} has the same Bradley-Terry score (the judge gave every document of every window "

@@ -180,15 +180,12 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     heads = np.flatnonzero(w_job.result() | q_change)
     head_w, w_names = id_codes(w_col.take(heads), sort=True)
     _codes_or_refuse(head_w, heads, window_scores, "window_id")
-    if pending is not None:
-        d_code, d_names = pending()
-    else:
+    if pending is None:
         d_code, d_names = id_codes(d_col, sort=False)
         _codes_or_refuse(d_code, None, window_scores, "doc_id")
-    if len(d_names) < 2**31 - 1:  # per-row codes in int32: half the memory traffic at millions of rows
-        d_code, qh_code = d_code.astype(np.int32, copy=False), qh_code.astype(np.int32)
+    if len(q_names) < 2**31 - 1:  # per-row codes in int32: half the memory traffic at millions of rows
+        qh_code = qh_code.astype(np.int32)
     q_code = np.repeat(qh_code, np.diff(np.append(q_heads, n_rows)))
-    n_q, n_d = len(q_names), len(d_names)
     head_q = q_code[heads].astype(np.int64)
     runs, win, slot = _window_layout(heads, head_q, head_w, n_rows, len(w_names))
     if runs is not None:
@@ -201,16 +198,24 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
         window_query = np.zeros(n_win, dtype=np.int64)
         window_query[win] = q_code
     width = max(int(sizes.max()) if n_win else 1, 1)
-    if runs is not None and n_rows == n_win * width:  # every window one run of `width` rows: gather the runs
-        names = d_code.reshape(n_win, width)[runs]
+    gather = runs is not None and n_rows == n_win * width  # every window one run of `width` rows
+    if gather:
         scores = score.reshape(n_win, width)[runs]
     else:
         if win is None:
             win, slot = _rows_of_runs(heads, runs, n_rows)
-        names = np.full((n_win, width), -1, dtype=d_code.dtype)
-        names[win, slot] = d_code
         scores = np.zeros((n_win, width))
         scores[win, slot] = score
+    if pending is not None:  # the windows are laid out: now the document codes are needed
+        d_code, d_names = pending()
+    if len(d_names) < 2**31 - 1:
+        d_code = d_code.astype(np.int32, copy=False)
+    n_q, n_d = len(q_names), len(d_names)
+    if gather:
+        names = d_code.reshape(n_win, width)[runs]
+    else:
+        names = np.full((n_win, width), -1, dtype=d_code.dtype)
+        names[win, slot] = d_code
     twice = _twice(names)
     if (twice.any() or (sizes < 2).any()) and win is None:
         win, slot = _rows_of_runs(heads, runs, n_rows)

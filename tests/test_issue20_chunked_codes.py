@@ -167,3 +167,21 @@ def test_2pl_query_padding_and_layout():
     narrow = irt._criterion_major(cells, 8, bucket=True, dtype=np.float32)
     assert all(n.dtype == np.float32 and np.array_equal(n, w.astype(np.float32)) for n, w in zip(narrow, wide))
     assert np.array_equal(wide[0][:3, 2, :7], theta) and np.array_equal(wide[2][:3, :, :7], trials.transpose(0, 2, 1))
+
+
+def test_flags_by_runs_equal_flags_by_scatter():
+    rng = np.random.default_rng(3)
+    q_code = np.repeat(np.arange(6), [3, 1, 4, 2, 3, 2])  # each query one run of rows
+    theta = rng.normal(size=len(q_code))
+    theta[q_code == 2] = 0.5  # no spread
+    theta[q_code == 4] = [np.nan, 1.0, 1.0]  # no spread once NaN is skipped
+    placements = np.ones(len(q_code))
+    passes = rng.integers(0, 2, size=(len(q_code), 3)).astype(float)
+    names = [f"q{i}" for i in range(6)]
+    tau = pd.Series(np.ones(6), index=names)
+    by_runs = calibration._flags_by_code(q_code, names, theta, placements, passes, ["C1", "C2", "C3"], tau, None)
+    perm = rng.permutation(len(q_code))  # queries no longer in runs: the scatter path
+    by_scatter = calibration._flags_by_code(q_code[perm], names, theta[perm], placements[perm], passes[perm],
+                                            ["C1", "C2", "C3"], tau, None)
+    assert by_runs == by_scatter
+    assert [f["ids"] for f in by_runs if f["kind"] == "bt_no_spread"] == [["q2", "q4"]]
