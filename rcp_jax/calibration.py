@@ -215,14 +215,17 @@ def _counts_by_chunks(bt: pd.DataFrame, bt_heads: np.ndarray, n_q: int, ans: pd.
     placements = np.zeros(n_bt)
     pass_counts = np.zeros((n_bt, len(crit)))
     q_bounds = np.searchsorted(bt_heads, chunk_bounds(bt_heads, n_bt, max(_checks.CHUNK_ROWS // 8, 1)))
-    for q0, q1 in zip(q_bounds[:-1], q_bounds[1:]):
+
+    def lookup(q0: int, q1: int):
+        """``(lo, hi, r0, r1, pos)``: the chunk's BT rows, its answer rows and each answer's BT row from
+        ``lo``; ``lo`` is None when the chunk has no answers; None when the chunk cannot be matched so."""
         lo, hi = int(bt_heads[q0]), int(bt_ends[q1 - 1])
         docs = bt_doc.slice(lo, hi - lo)
         if pc.count_distinct(docs).as_py() != hi - lo:  # an id twice: shared by queries, or two BT scores
             return None
         j0, j1 = np.searchsorted(a_q, [q0, q1])
         if j0 == j1:
-            continue
+            return (None,) * 5
         r0, r1 = int(a_heads[j0]), int(a_ends[j1 - 1])
         pos = pc.index_in(ans_doc.slice(r0, r1 - r0), value_set=docs)
         if pos.null_count:
@@ -231,8 +234,17 @@ def _counts_by_chunks(bt: pd.DataFrame, bt_heads: np.ndarray, n_q: int, ans: pd.
         # each answer's query (local to the chunk) against its BT row's query
         a_local = np.repeat(a_q[j0:j1] - q0, a_ends[j0:j1] - a_heads[j0:j1])
         row_local = np.repeat(np.arange(q1 - q0), bt_ends[q0:q1] - bt_heads[q0:q1])
-        if not np.array_equal(row_local[pos], a_local):
+        return (lo, hi, r0, r1, pos) if np.array_equal(row_local[pos], a_local) else None
+
+    # pyarrow hashes without the GIL: the chunks are matched on the id pool, counted here in order
+    jobs = [_checks.id_pool().submit(lookup, int(q0), int(q1)) for q0, q1 in zip(q_bounds[:-1], q_bounds[1:])]
+    for job in jobs:  # counted as they come (beside the later chunks' matching)
+        found = job.result()
+        if found is None:
             return None
+        lo, hi, r0, r1, pos = found
+        if lo is None:
+            continue
         placements[lo:hi] = np.bincount(pos, minlength=hi - lo)
         for c, v in enumerate(values):
             pass_counts[lo:hi, c] = np.bincount(pos, weights=v[r0:r1], minlength=hi - lo)
