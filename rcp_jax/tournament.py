@@ -185,8 +185,12 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
         _codes_or_refuse(d_code, None, window_scores, "doc_id")
     if len(q_names) < 2**31 - 1:  # per-row codes in int32: half the memory traffic at millions of rows
         qh_code = qh_code.astype(np.int32)
-    q_code = np.repeat(qh_code, np.diff(np.append(q_heads, n_rows)))
-    head_q = q_code[heads].astype(np.int64)
+    q_run_of_head = np.searchsorted(q_heads, heads, side="right") - 1  # each window run's query run
+    head_q = qh_code[q_run_of_head].astype(np.int64)
+
+    def row_queries() -> np.ndarray:
+        """int[n] query code of every row (only the uncommon layouts need it)."""
+        return np.repeat(qh_code, np.diff(np.append(q_heads, n_rows)))
     runs, win, slot = _window_layout(heads, head_q, head_w, n_rows, len(w_names))
     if runs is not None:
         n_win = len(runs)
@@ -196,7 +200,7 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
         n_win = int(win.max()) + 1
         sizes = np.bincount(win, minlength=n_win)
         window_query = np.zeros(n_win, dtype=np.int64)
-        window_query[win] = q_code
+        window_query[win] = row_queries()
     width = max(int(sizes.max()) if n_win else 1, 1)
     gather = runs is not None and n_rows == n_win * width  # every window one run of `width` rows
     if gather:
@@ -243,6 +247,7 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     owner = _owner_by_ranges(d_code, q_heads, qh_code, n_d)
     one_query = owner is not None
     if owner is None:
+        q_code = row_queries()
         owner = np.zeros(n_d, dtype=q_code.dtype)
         owner[d_code] = q_code
         one_query = np.array_equal(owner[d_code], q_code)
@@ -273,7 +278,7 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
         first = np.full(n_pairs, n_rows, dtype=np.int64)
         np.minimum.at(first, cell_pair[win, slot], np.arange(n_rows, dtype=np.int64))
         input_rows = np.sort(first)
-        pair_query = q_code[input_rows].astype(np.int64)
+        pair_query = row_queries()[input_rows].astype(np.int64)
         pair_doc = doc_index[win[input_rows], slot[input_rows]].astype(np.int64)
         pair_doc_id = d_names.take(d_code[input_rows])
     return WindowArrays(
