@@ -327,7 +327,7 @@ def calibrate(
     passes = np.zeros((n_q, n_max, k))
     trials = np.zeros((n_q, n_max, k))
     theta[qi, di] = bt_theta[rows].astype(np.float64)
-    passes[qi, di] = pass_counts[rows]
+    passes[qi, di] = np.take(pass_counts, rows, axis=0)
     trials[qi, di] = placements[rows][:, None]
     cells = irt.calibration_cells(theta, passes, trials)
     dtype = jnp.float64 if float64 else jnp.float32

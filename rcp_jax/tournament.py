@@ -204,7 +204,7 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     width = max(int(sizes.max()) if n_win else 1, 1)
     gather = runs is not None and n_rows == n_win * width  # every window one run of `width` rows
     if gather:
-        scores = score.reshape(n_win, width)[runs]
+        scores = np.take(score.reshape(n_win, width), runs, axis=0)  # take: ~3x a fancy index of rows
     else:
         if win is None:
             win, slot = _rows_of_runs(heads, runs, n_rows)
@@ -216,7 +216,7 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
         d_code = d_code.astype(np.int32, copy=False)
     n_q, n_d = len(q_names), len(d_names)
     if gather:
-        names = d_code.reshape(n_win, width)[runs]
+        names = np.take(d_code.reshape(n_win, width), runs, axis=0)
     else:
         names = np.full((n_win, width), -1, dtype=d_code.dtype)
         names[win, slot] = d_code
