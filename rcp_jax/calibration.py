@@ -196,8 +196,8 @@ def _counts_by_chunks(bt: pd.DataFrame, bt_heads: np.ndarray, n_q: int, ans: pd.
     in that order), the answers come in runs of query ids in the same order (queries without answers
     skipped), the id columns are arrow strings, and within a chunk of queries no document id has two BT
     rows. Then an answer's BT row is found by its document id among its chunk's BT rows (pyarrow
-    ``index_in``: a hash table of ~20 k ids, not one of every id) and checked to belong to its query, and the
-    counts are bincounts over the chunk's rows. Any answer not found this way returns None.
+    ``index_in`` on the id thread pool: a hash table of ~16 k ids, not one of every id) and checked to belong
+    to its query, and the counts are bincounts over the chunk's rows. Any answer not found so returns None.
     """
     n_bt = len(bt)
     bt_doc, ans_doc, ans_query = arrow_ids(bt["doc_id"]), arrow_ids(ans["doc_id"]), ans["query_id"]

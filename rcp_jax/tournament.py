@@ -157,7 +157,8 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
 
     Ids come in runs (a window's rows are contiguous, a query's windows too): the query and window ids are
     compared with the previous row's and only the run heads are factorized; the document ids are
-    factorized once. Id columns of any type are read as strings (:func:`rcp_jax.data.table_checks.id_codes`:
+    factorized once, in chunks of whole queries on a thread pool when each query is one run of rows
+    (:func:`rcp_jax.data.table_checks.start_chunk_codes`). Id columns of any type are read as strings (:func:`rcp_jax.data.table_checks.id_codes`:
     integers and categoricals by their distinct values).
     """
     _require_columns(window_scores, WINDOW_COLUMNS, "window scores")
