@@ -6,7 +6,9 @@ duplicate keys; each refusal is a :class:`~rcp_jax.errors.DataError` that says w
 :func:`finite_column` serves any table (runs, window scores) and leaves the message to the caller.
 :func:`id_codes`, :func:`run_codes`, :func:`run_heads` and :func:`id_positions` turn id columns of any dtype
 into integer codes in a few vectorised passes (the ids as strings, as ``astype(str)`` gives them), so the
-fits' table encodings never group, merge or sort string columns.
+fits' table encodings never group, merge or sort string columns. :func:`start_chunk_codes` codes a long id
+column in chunks of whole queries on a small thread pool (:func:`id_pool`; pyarrow hashes without the GIL),
+so each chunk's hash table stays in cache.
 """
 
 from __future__ import annotations
