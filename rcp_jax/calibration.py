@@ -341,7 +341,7 @@ def calibrate(
     calibrated_row = row_q >= 0
     ability = np.where(calibrated_row, fit.tau[row_q] * bt_theta + fit.alpha[row_q], np.nan)
     _refuse_non_finite(fit, tau, alpha, ability, calibrated_row, bt["doc_id"], float64)
-    gains = np.where(~np.isnan(ability), gain(np.where(np.isnan(ability), 0.0, ability), fit.gamma, fit.beta), np.nan)
+    gains = gain(ability, fit.gamma, fit.beta)  # NaN (uncalibrated) abilities give NaN gains
     q_sorted = np.empty(len(q_all), dtype=np.int64)
     q_sorted[np.argsort(np.array(q_all, dtype=object), kind="stable")] = np.arange(len(q_all))
     flags = _flags_by_code(q_sorted[bt_q], sorted(q_all), bt_theta, placements, pass_counts, crit, tau, n_components)

@@ -83,16 +83,48 @@ def gain(theta, gamma, beta) -> np.ndarray:
         raise DataError(f"gamma and beta must be 1-D of equal length, got {gamma.shape} and {beta.shape}")
     if np.any(gamma <= 0):
         raise DataError(f"gamma must be positive, got {gamma.tolist()}")
-    z = gamma * (theta[..., None] - beta)
-    return (gamma * _sigmoid(z)).sum(-1) / gamma.sum()
+    return _gain_blocks(theta, gamma, beta)
+
+
+#: Abilities per block of :func:`_gain_blocks`: the block's temporaries (a few float64[rows]) stay in cache.
+_GAIN_ROWS = 16384
+
+
+def _gain_blocks(theta: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """:func:`gain` of checked float64 arrays (``theta`` any shape, ``gamma``, ``beta`` float[C]), in blocks of
+    :data:`_GAIN_ROWS` abilities.
+
+    Same bits as ``(gamma * _sigmoid(gamma * (theta[..., None] - beta))).sum(-1) / gamma.sum()``: the same
+    element-wise operations, and with fewer than 8 criteria numpy's sum over the last axis adds them one
+    after another, as the loop over criteria does (more criteria: the block is summed by numpy itself).
+    Each block's temporaries stay in cache (the float64[n, C] arrays of the one-shot form cost ~5x more at
+    a million abilities).
+    """
+    flat = theta.reshape(-1)
+    out = np.empty(flat.shape, dtype=np.float64)
+    norm = gamma.sum()
+    for a in range(0, len(flat), _GAIN_ROWS):
+        th = flat[a : a + _GAIN_ROWS]
+        if len(gamma) >= 8:
+            acc = (gamma * _sigmoid(gamma * (th[:, None] - beta))).sum(-1)
+        else:
+            acc = None
+            for g, b in zip(gamma.tolist(), beta.tolist()):
+                s = _sigmoid(g * (th - b))
+                s *= g
+                acc = s if acc is None else np.add(acc, s, out=acc)
+            if acc is None:
+                acc = np.zeros(len(th))
+        np.divide(acc, norm, out=out[a : a + len(th)])
+    return out.reshape(theta.shape) if theta.ndim else out[0]
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
-    out = np.empty_like(z)
-    pos = z >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
-    ez = np.exp(z[~pos])
-    out[~pos] = ez / (1.0 + ez)
+    """Logistic function of float64 ``z`` (any shape), stable and branch-free: ``1 / (1 + exp(-z))`` where
+    ``z >= 0``, ``exp(z) / (1 + exp(z))`` elsewhere (both from ``e = exp(-|z|)``), bit for bit."""
+    e = np.exp(-np.abs(z))
+    out = np.where(z >= 0, 1.0, e)
+    out /= 1.0 + e
     return out
 
 
