@@ -7,7 +7,7 @@ part, summed over a call, medians over ``--repeats``):
 
 * public BT: ``encode`` (``encode_window_scores``), ``bt kernel`` (``fit_windows``) and the rest (output frame);
 * ``calibrate``: ``validate`` (``validate_answers``), ``lookup`` (id codes and positions), ``cells``
-  (``calibration_cells``), ``2pl layout`` (``_criterion_major``), ``2pl compiled`` (the compiled Newton
+  (``calibration_cells`` or ``criterion_major_cells``), ``2pl layout`` (``_criterion_major``), ``2pl compiled`` (the compiled Newton
   solve, blocked until ready; ``iterations`` beside it), ``2pl host`` (the rest of ``fit_2pl_calibration``),
   ``flags`` and the rest (frames, gains).
 
@@ -71,6 +71,8 @@ def _instrument() -> None:
         if hasattr(cal, name):
             _wrap(cal, name, "lookup")
     _wrap(irt, "calibration_cells", "cells")
+    if hasattr(irt, "criterion_major_cells"):
+        _wrap(irt, "criterion_major_cells", "cells")
     _wrap(irt, "_criterion_major", "2pl layout")
     _wrap(irt, "_calibrate_newton", "2pl compiled", block=True)
     _wrap(irt, "fit_2pl_calibration", "2pl fit")

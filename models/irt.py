@@ -79,6 +79,25 @@ class CalibrationCells:
 
 
 @dataclass(frozen=True)
+class CriterionMajorCells:
+    """Rubric answers already laid out for the compiled 2PL solve (:func:`criterion_major_cells`).
+
+    Attributes:
+        theta, passes, trials: float[Q_pad, C, K_pad] in the fit's dtype: cell ``k`` of criterion ``c`` of query
+            ``j`` at ``[j, c, k]``, as :func:`_criterion_major` lays out :class:`CalibrationCells` (queries
+            beyond ``n_queries`` and cells beyond a query's documents are padding with trials 0).
+        n_queries: Q, the real queries (the first rows).
+        n_criteria: C.
+    """
+
+    theta: np.ndarray
+    passes: np.ndarray
+    trials: np.ndarray
+    n_queries: int
+    n_criteria: int
+
+
+@dataclass(frozen=True)
 class CalibrationFit:
     """MAP of the 2PL calibration.
 
@@ -351,8 +370,65 @@ def _criterion_major(
     return out
 
 
+def criterion_major_cells(
+    query: np.ndarray, slot: np.ndarray, theta: np.ndarray, passes: np.ndarray, trials: np.ndarray, n_queries: int,
+    *, dtype=jnp.float32, devices=None,
+) -> CriterionMajorCells:
+    """The criterion-major layout of :func:`fit_2pl_calibration` straight from per-document counts.
+
+    Args:
+        query: int[n] query index of each document in ``[0, n_queries)``; slot: int[n] its position among the
+            query's documents (``[0, N)``, each (query, slot) once).
+        theta: float[n] frozen BT scores; passes: float[n, C] "yes" answers; trials: float[n] answers per
+            criterion (placements).
+        n_queries: Q.
+        dtype, devices: as the fit will be called with (they fix the padded shape and the dtype).
+
+    Returns:
+        :class:`CriterionMajorCells`, the same arrays (bit for bit) as :func:`_criterion_major` makes of
+        ``calibration_cells`` of the dense ``[Q, N]`` / ``[Q, N, C]`` counts, without those float64 arrays:
+        each value is rounded once, from float64 to ``dtype``, as there.
+    """
+    c = passes.shape[1]
+    devs = tuple(jax.devices() if devices is None else devices)
+    q_pad = _query_slots(n_queries, _damping_queries(n_queries, len(devs)), len(devs))
+    n = int(slot.max()) + 1 if len(slot) else 0
+    k_pad = _cell_slots(n)
+    np_dtype = np.dtype(dtype)
+    # document-major scatters (a row's C values side by side), then one transposing copy each: several times
+    # faster than scattering straight into [Q_pad, C, K_pad] (C writes K_pad apart per row)
+    cell = np.asarray(query, dtype=np.int64) * k_pad + np.asarray(slot, dtype=np.int64)
+    out = []
+    for x in (theta, passes, trials):
+        x = np.asarray(x, dtype=np.float64)
+        by_doc = np.zeros((q_pad * k_pad, *x.shape[1:]), dtype=np_dtype)
+        by_doc[cell] = x
+        y = np.empty((q_pad, c, k_pad), dtype=np_dtype)
+        y[...] = by_doc.reshape(q_pad, k_pad, -1).transpose(0, 2, 1)  # a per-document value fills every criterion
+        out.append(y)
+    return CriterionMajorCells(theta=out[0], passes=out[1], trials=out[2], n_queries=int(n_queries), n_criteria=c)
+
+
+def _damping_queries(q: int, n_dev: int) -> int:
+    """The query count the damping of the per-query blocks divides by: the power of two >= ``q`` (at least
+    the device count), a multiple of ``n_dev``."""
+    n_damp = max(n_dev, 1 << max(0, int(q - 1).bit_length()))
+    return -(-n_damp // n_dev) * n_dev
+
+
+def _padded_queries(x: np.ndarray, q_pad: int, dtype) -> np.ndarray:
+    """``x`` float[Q', C, K] with ``q_pad`` rows (zeros added or trailing padding rows dropped) in ``dtype``;
+    ``x`` itself when it has them already."""
+    if x.shape[0] == q_pad and x.dtype == dtype:
+        return x
+    out = np.zeros((q_pad, *x.shape[1:]), dtype=dtype)
+    rows = min(q_pad, x.shape[0])
+    out[:rows] = x[:rows]
+    return out
+
+
 def fit_2pl_calibration(
-    cells: CalibrationCells,
+    cells: CalibrationCells | CriterionMajorCells,
     *,
     ridge: float = DEFAULT_RIDGE,
     dtype=jnp.float32,
@@ -376,7 +452,9 @@ def fit_2pl_calibration(
     Returns:
         :class:`CalibrationFit` (float64 arrays).
 
-    The query count is padded to a power of two, at least :data:`MIN_CAL_QUERIES` (from
+    ``cells`` may also come laid out already (:class:`CriterionMajorCells`, from :func:`criterion_major_cells`
+    with the same ``dtype`` and ``devices``): no float[Q, M] cells and no copy. The query count is padded
+    to a power of two, at least :data:`MIN_CAL_QUERIES` (from
     :data:`FINE_QUERY_SLOTS` queries on, to :func:`_cell_slots`), and the cells per criterion to
     :func:`_cell_slots`, so refits with other query counts reuse the compiled solver; padded queries and
     cells carry no answers.
@@ -384,16 +462,19 @@ def fit_2pl_calibration(
     x64 = jnp.dtype(dtype) == jnp.float64
     if tol is None:
         tol = 1e-10 if x64 else 1e-5
-    q = cells.theta.shape[0]
+    laid_out = isinstance(cells, CriterionMajorCells)
+    q = cells.n_queries if laid_out else cells.theta.shape[0]
     c = cells.n_criteria
     devs = tuple(jax.devices() if devices is None else devices)
     # the damping of the per-query blocks divides by the power-of-two query count (as when that was the
     # padded size); the query axis itself is padded further, to a fixed minimum, so small fits share one
     # compiled program
-    n_damp = max(len(devs), 1 << max(0, int(q - 1).bit_length()))
-    n_damp = -(-n_damp // len(devs)) * len(devs)
+    n_damp = _damping_queries(q, len(devs))
     q_pad = _query_slots(q, n_damp, len(devs))
-    theta, passes, trials = _criterion_major(cells, q_pad, bucket=True, dtype=np.dtype(dtype))
+    if not laid_out:
+        theta, passes, trials = _criterion_major(cells, q_pad, bucket=True, dtype=np.dtype(dtype))
+    else:
+        theta, passes, trials = (_padded_queries(x, q_pad, np.dtype(dtype)) for x in (cells.theta, cells.passes, cells.trials))
     if init is None:
         u0, v0 = np.zeros(c), np.zeros(c)
         t0, a0 = np.full(q, _SOFTPLUS_INV_ONE), np.zeros(q)

@@ -322,15 +322,10 @@ def calibrate(
     sizes = np.bincount(row_q[rows], minlength=n_q)
     qi = row_q[rows]
     di = np.arange(len(rows)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    n_max = int(sizes.max())
-    theta = np.zeros((n_q, n_max))
-    passes = np.zeros((n_q, n_max, k))
-    trials = np.zeros((n_q, n_max, k))
-    theta[qi, di] = bt_theta[rows].astype(np.float64)
-    passes[qi, di] = np.take(pass_counts, rows, axis=0)
-    trials[qi, di] = placements[rows][:, None]
-    cells = irt.calibration_cells(theta, passes, trials)
     dtype = jnp.float64 if float64 else jnp.float32
+    # the compiled solve's criterion-major cells, written straight from the rows (no dense float64 copies)
+    cells = irt.criterion_major_cells(qi, di, bt_theta[rows], np.take(pass_counts, rows, axis=0), placements[rows],
+                                      n_q, dtype=dtype)
     fit = irt.fit_2pl_calibration(cells, ridge=ridge, dtype=dtype, max_iter=max_iter)
     fit, restarts = _restart_collapsed(fit, cells, ridge=ridge, dtype=dtype, max_iter=max_iter)
     if not fit.converged:
@@ -347,7 +342,7 @@ def calibrate(
     flags = _flags_by_code(q_sorted[bt_q], sorted(q_all), bt_theta, placements, pass_counts, crit, tau, n_components)
     for flag in flags:
         warnings.warn(flag["message"], CalibrationWarning, stacklevel=2)
-    passed = pass_counts.sum(axis=1)
+    passed = pass_counts @ np.ones(k)  # whole numbers: the same sum in any order
     count_gain = np.where(placements > 0, passed / (k * np.where(placements > 0, placements, 1)), np.nan)
     docs = pd.DataFrame({
         "query_id": bt["query_id"].array, "doc_id": bt["doc_id"].array, "theta_bt": bt["theta"].array,
@@ -465,19 +460,23 @@ def _flags_by_code(
     query = ("query", "queries")
     k, n_q = len(criteria), len(q_names)
     names = np.array(q_names, dtype=object)
+    # counts are whole numbers: their sums are exact in any order; unjudged rows (placements 0, passes 0 or
+    # NaN) are left out by masks, not by copies of the rows
     judged = placements > 0
-    jq = q_code[judged]
-    has = np.bincount(jq, minlength=n_q) > 0
-    passes_q = np.bincount(jq, weights=passes[judged].sum(axis=1), minlength=n_q)
-    trials_q = np.bincount(jq, weights=placements[judged], minlength=n_q) * k
+    every = bool(judged.all())
+    has = np.bincount(q_code, weights=judged.astype(np.float64), minlength=n_q) > 0
+    row_pass = passes @ np.ones(k)
+    passes_q = np.bincount(q_code, weights=row_pass if every else np.where(judged, row_pass, 0.0), minlength=n_q)
+    trials_q = np.bincount(q_code, weights=placements if every else np.where(judged, placements, 0.0), minlength=n_q) * k
     flag("query_all_fail", query, list(names[has & (passes_q == 0)]),
          "every rubric answer of {what} is 0: tau and alpha rest on the prior and the gains sit at the floor; "
          "check the pool and the rubric answers")
     flag("query_all_pass", query, list(names[has & (passes_q == trials_q)]),
          "every rubric answer of {what} is 1: tau and alpha rest on the prior and the gains sit at the ceiling; "
          "check the pool and the rubric answers")
-    c_pass = passes[judged].sum(axis=0).astype(np.float64)
-    c_trials = np.full(k, float(placements[judged].sum()))
+    c_pass = (np.ones(len(placements)) @ passes if every
+              else np.add.reduce(passes, axis=0, where=judged[:, None])).astype(np.float64)
+    c_trials = np.full(k, float(placements.sum() if every else np.where(judged, placements, 0.0).sum()))
     flags += degenerate_criteria(list(criteria), c_pass, c_trials)
     high, low = np.full(n_q, np.nan), np.full(n_q, np.nan)
     heads = np.flatnonzero(np.diff(q_code, prepend=-1) != 0) if len(q_code) else q_code

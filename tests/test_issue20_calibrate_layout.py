@@ -1,0 +1,97 @@
+"""Issue 20: calibrate's cheaper host work gives the same bits as the forms it replaced.
+
+* :func:`rcp_jax.metrics.gain` in cache-sized blocks with a branch-free sigmoid, against the one-shot
+  float64[n, C] form (special values, scalars, 1 to 12 criteria);
+* :func:`models.irt.criterion_major_cells` (the compiled solve's layout straight from per-document rows)
+  against :func:`models.irt._criterion_major` of the dense cells;
+* the degenerate-data flags with every document judged (no row copies) against the masked path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from models import irt
+from rcp_jax import calibration
+from rcp_jax.metrics import gain
+
+
+def _reference_gain(theta, gamma, beta):
+    z = gamma * (np.asarray(theta, dtype=np.float64)[..., None] - beta)
+    out = np.empty_like(z)
+    pos = z >= 0
+    out[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
+    ez = np.exp(z[~pos])
+    out[~pos] = ez / (1.0 + ez)
+    return (gamma * out).sum(-1) / gamma.sum()
+
+
+@pytest.mark.parametrize("c", [1, 3, 5, 8, 12])
+def test_gain_blocks_match_the_one_shot_form_bit_for_bit(c):
+    rng = np.random.default_rng(c)
+    theta = rng.normal(size=40_000) * 4.0
+    theta[:7] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 800.0, -800.0]
+    gamma, beta = rng.uniform(0.2, 2.0, c), rng.normal(size=c) * 2.0
+    np.testing.assert_array_equal(gain(theta, gamma, beta), _reference_gain(theta, gamma, beta))
+    grid = theta[7:7 + 600].reshape(20, 30)
+    np.testing.assert_array_equal(gain(grid, gamma, beta), _reference_gain(grid, gamma, beta))
+    one = gain(0.3, gamma, beta)
+    assert isinstance(one, np.float64) and one == _reference_gain(0.3, gamma, beta)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_criterion_major_cells_equal_the_dense_layout(dtype):
+    rng = np.random.default_rng(3)
+    q, c = 37, 4
+    sizes = rng.integers(1, 23, size=q)
+    query = np.repeat(np.arange(q), sizes)
+    slot = np.concatenate([rng.permutation(n) for n in sizes])
+    order = rng.permutation(len(query))  # rows in any order
+    query, slot = query[order], slot[order]
+    theta = rng.normal(size=len(query)) * 3.0
+    trials = rng.integers(0, 5, size=len(query)).astype(float)
+    passes = np.minimum(rng.integers(0, 5, size=(len(query), c)), trials[:, None]).astype(float)
+    laid = irt.criterion_major_cells(query, slot, theta, passes, trials, q, dtype=dtype)
+
+    n = int(sizes.max())
+    dense_theta, dense_passes, dense_trials = np.zeros((q, n)), np.zeros((q, n, c)), np.zeros((q, n, c))
+    dense_theta[query, slot], dense_passes[query, slot], dense_trials[query, slot] = theta, passes, trials[:, None]
+    q_pad = laid.passes.shape[0]
+    ref = irt._criterion_major(irt.calibration_cells(dense_theta, dense_passes, dense_trials), q_pad, bucket=True,
+                               dtype=np.dtype(dtype))
+    for got, want in zip((laid.theta, laid.passes, laid.trials), ref):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.broadcast_to(got, want.shape), want)
+    assert laid.n_queries == q and laid.n_criteria == c
+
+
+def test_flags_with_every_document_judged_match_the_masked_path():
+    rng = np.random.default_rng(4)
+    n, k, n_q = 3_000, 3, 40
+    q_code = np.sort(rng.integers(0, n_q, size=n))
+    names = [f"q{i:02d}" for i in range(n_q)]
+    theta = rng.normal(size=n)
+    placements = rng.integers(1, 4, size=n).astype(float)
+    passes = np.minimum(rng.integers(0, 4, size=(n, k)), placements[:, None]).astype(float)
+    passes[q_code == 3] = 0.0  # a query whose answers all fail
+    passes[q_code == 5] = placements[q_code == 5, None]  # one whose answers all pass
+    tau = pd.Series(np.ones(n_q), index=names)
+    every = calibration._flags_by_code(q_code, names, theta, placements, passes, ["C1", "C2", "C3"], tau, None)
+    # the same documents with unjudged ones (placements 0, passes NaN) among them take the masked path
+    at = np.arange(0, n, 7)
+    q2, theta2 = np.insert(q_code, at, q_code[at]), np.insert(theta, at, theta[at])
+    placements2 = np.insert(placements, at, 0.0)
+    passes2 = np.insert(passes, at, np.nan, axis=0)
+    masked = calibration._flags_by_code(q2, names, theta2, placements2, passes2, ["C1", "C2", "C3"], tau, None)
+    kinds = {f["kind"]: f["ids"] for f in every}
+    assert kinds["query_all_fail"] == ["q03"] and kinds["query_all_pass"] == ["q05"]
+    assert [(f["kind"], f["ids"], f["message"]) for f in every] == [(f["kind"], f["ids"], f["message"]) for f in masked]
+    # a criterion nobody passes, counted over the judged documents only
+    passes[:, 2] = 0.0
+    passes2[~np.isnan(passes2[:, 0]), 2] = 0.0
+    every = calibration._flags_by_code(q_code, names, theta, placements, passes, ["C1", "C2", "C3"], tau, None)
+    masked = calibration._flags_by_code(q2, names, theta2, placements2, passes2, ["C1", "C2", "C3"], tau, None)
+    assert {f["kind"]: f["ids"] for f in every}["criterion_never_passed"] == ["C3"]
+    assert [(f["kind"], f["ids"], f["message"]) for f in every] == [(f["kind"], f["ids"], f["message"]) for f in masked]
