@@ -62,6 +62,26 @@ def test_demo_runs_offline_twice_and_reuses_the_store(demo_run, capfd):
     assert again["systems"] == result["systems"]
 
 
+def test_the_readme_shows_what_the_demo_prints(demo_run):
+    """The README's demo table is the demo's output: same systems in the same order, every figure within
+    0.005 (the compiled float32 fits may pick a few round-2 windows differently on another CPU type, which
+    moves the last digit; a stale table after a change to the schedule, judge or metrics moves more)."""
+    _, result = demo_run
+    block = re.search(r"```text\nRCP demo:.*?```", README.read_text(), flags=re.S)
+    assert block, "README.md has no ```text block starting with 'RCP demo:'"
+    rows = re.findall(r"^(\w+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)$", block.group(0), flags=re.M)
+    shown = {name: tuple(float(v) for v in values) for name, *values in rows}
+    assert list(shown) == list(result["systems"]), "the README lists other systems or another order"
+    for name, values in shown.items():
+        got = tuple(result["systems"][name][m] for m in ("qrel_ndcg", "count_ndcg", "rcp_ndcg"))
+        assert max(abs(a - b) for a, b in zip(values, got)) < 0.005, (name, values, got)
+    separated = re.search(r"qrel (\d+)/(\d+), count (\d+)/\d+, rcp (\d+)/\d+", block.group(0))
+    sep = result["pairs_separated"]
+    assert separated and [int(x) for x in separated.groups()] == [
+        sep["qrel_ndcg"]["separated"], sep["qrel_ndcg"]["pairs"], sep["count_ndcg"]["separated"],
+        sep["rcp_ndcg"]["separated"]]
+
+
 def readme_commands(marker: str) -> list[list[str]]:
     """argv of every ``rcp-jax`` line in the README's first bash block that contains ``marker``."""
     for block in re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S):
