@@ -85,7 +85,9 @@ class CriterionMajorCells:
     Attributes:
         theta, passes, trials: float[Q_pad, C, K_pad] in the fit's dtype: cell ``k`` of criterion ``c`` of query
             ``j`` at ``[j, c, k]``, as :func:`_criterion_major` lays out :class:`CalibrationCells` (queries
-            beyond ``n_queries`` and cells beyond a query's documents are padding with trials 0).
+            beyond ``n_queries`` and cells beyond a query's documents are padding with trials 0). ``theta`` and
+            ``trials`` may be float[Q_pad, 1, K_pad]: the same for every criterion (read once per cell by the
+            compiled solve).
         n_queries: Q, the real queries (the first rows).
         n_criteria: C.
     """
@@ -174,15 +176,57 @@ def _cm_objective(u, v, t, alpha, theta, passes, trials, has_data, ridge, total)
     return nll + prior.sum() + 0.5 * ridge * total * ((u**2).sum() + (v**2).sum())
 
 
+def _cm_eval(u, v, t, alpha, theta, passes, trials, has_data, ridge, total):
+    """:func:`_cm_objective` and :func:`_moments` at one point in one pass over the cells (traced helper).
+
+    ``passes`` is float[Q, C, K]; ``theta`` and ``trials`` are float[Q, C, K] or, when they are the same for every
+    criterion (a document's BT score and placements), float[Q, 1, K], read once for all C. Both follow from
+    ``e = exp(-|z|)``: ``sigmoid(z) = where(z >= 0, 1, e) / (1 + e)``, ``sigmoid(z) (1 - sigmoid(z)) = e / (1 + e)^2``
+    and the binomial NLL ``trials log1p(e) + passes max(-z, 0) + (trials - passes) max(z, 0)`` (non-negative
+    terms, no cancellation): one exponential and one log1p per cell instead of three exponentials and two logs.
+    The NLL is summed per (query, criterion) first, then over those sums.
+
+    Returns ``(objective on the sum scale, moments float[5, Q, C])``.
+    """
+    gamma, beta = item_parameters(u, v)
+    tau = jax.nn.softplus(t)
+    z = gamma[None, :, None] * (tau[:, None, None] * theta + (alpha[:, None] - beta[None, :])[:, :, None])
+    e = jnp.exp(-jnp.abs(z))
+    r = 1.0 / (1.0 + e)
+    l1 = trials * jnp.where(z >= 0, r, e * r) - passes
+    l2 = trials * (e * r * r)
+    nll = trials * jnp.log1p(e) + passes * jnp.maximum(-z, 0.0) + (trials - passes) * jnp.maximum(z, 0.0)
+    # materialised once: XLA would otherwise recompute the exponential for each of the sums below
+    l1, l2, nll = jax.lax.optimization_barrier((l1, l2, nll))
+    moments = jnp.stack([l1.sum(-1), (l1 * theta).sum(-1), l2.sum(-1), (l2 * theta).sum(-1), (l2 * theta * theta).sum(-1)])
+    prior = jnp.where(has_data, (tau - 1.0) ** 2 / (2 * TAU_PRIOR_SD**2) + alpha**2 / (2 * ALPHA_PRIOR_SD**2), 0.0)
+    f = nll.sum(-1).sum() + prior.sum() + 0.5 * ridge * total * ((u**2).sum() + (v**2).sum())
+    return f, moments
+
+
+def _cell_totals(passes, trials):
+    """``(total answers, has_data bool[Q])`` of criterion-major cells; ``trials`` float[Q, C, K] or float[Q, 1, K]
+    (the same for every criterion of ``passes`` float[Q, C, K])."""
+    per_query = trials.sum(axis=(1, 2))
+    return per_query.sum() * (passes.shape[1] // trials.shape[1]), per_query > 0
+
+
 def _calibration_derivs(s, local, theta, passes, trials, ridge):
     """Closed-form gradient and Hessian blocks of the calibration objective (sum scale); see
     :func:`_calibrate_newton_impl`. Returns ``(g_s [2C], g_l [Q, 2], h_ss [2C, 2C], h_ls [Q, 2, 2C],
     h_ll [Q, 2, 2])`` with ``s = (u, v)`` and ``local[:, 0] = t``, ``local[:, 1] = alpha``.
     """
     c = s.shape[0] // 2
-    dtype = theta.dtype
-    total = trials.sum()
-    has_data = trials.sum(axis=(1, 2)) > 0
+    total, has_data = _cell_totals(passes, trials)
+    moments = _moments(s[:c], s[c:], local[:, 0], local[:, 1], theta, passes, trials)
+    return _derivs_from_moments(s, local, moments, has_data, ridge, total)
+
+
+def _derivs_from_moments(s, local, moments, has_data, ridge, total):
+    """:func:`_calibration_derivs` from the moments float[5, Q, C] at ``(s, local)`` (:func:`_moments` or
+    :func:`_cm_eval`), ``has_data`` bool[Q] and the number of answers ``total``."""
+    c = s.shape[0] // 2
+    dtype = moments.dtype
     eye_s = jnp.eye(2 * c, dtype=dtype)
     prior_t, prior_a = 1.0 / TAU_PRIOR_SD**2, 1.0 / ALPHA_PRIOR_SD**2
     u, v = s[:c], s[c:]
@@ -190,7 +234,7 @@ def _calibration_derivs(s, local, theta, passes, trials, ridge):
     gamma, beta = item_parameters(u, v)
     tau = jax.nn.softplus(t)
     st = jax.nn.sigmoid(t)
-    s0, s1, a0, a1, a2 = _moments(u, v, t, alpha, theta, passes, trials)  # each [Q, C]
+    s0, s1, a0, a1, a2 = moments  # each [Q, C]
     dl = (alpha[:, None] - beta[None, :])
     tq = tau[:, None]
     g = gamma[None, :]
@@ -229,12 +273,15 @@ def _calibration_derivs(s, local, theta, passes, trials, ridge):
 def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, n_damp, max_iter: int):
     """Levenberg-Marquardt Newton with exact, analytic Hessians and a Schur complement (traced helper).
 
-    ``theta, passes, trials: float[Q, C, K]`` criterion-major cells. Natural parameters per query are
+    ``theta, passes, trials: float[Q, C, K]`` criterion-major cells (``theta`` and ``trials`` may be float[Q, 1, K]
+    when they are the same for every criterion). Natural parameters per query are
     ``(gamma, beta, tau, alpha)``; their gradient and Hessian blocks are closed-form in the five
-    moments of :func:`_moments` (one pass over the cells), then carried to the raw parameters
+    moments of :func:`_moments`, then carried to the raw parameters
     ``(u, v, t, alpha)`` by the chain rule (``gamma = C softmax(u)``, ``beta = v - mean v``,
     ``tau = softplus(t)``). The shared 2C x 2C system is solved after eliminating every query's 2 x 2
-    block, so an iteration costs O(cells + Q C^2).
+    block, so an iteration costs O(cells + Q C^2). Each iteration makes one pass over the cells
+    (:func:`_cm_eval`): the objective at the trial point with the moments there, which the next iteration uses
+    when the step is accepted.
 
     ``n_damp`` (a traced number) divides the Levenberg-Marquardt damping of each query's 2 x 2 block; the
     query axis ``Q`` may hold padding queries beyond it (no answers: they stay at their start). Returns
@@ -243,17 +290,16 @@ def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, n_
     c = u0.shape[0]
     dtype = theta.dtype
     eps = jnp.finfo(dtype).eps
-    total = trials.sum()
-    has_data = trials.sum(axis=(1, 2)) > 0
+    total, has_data = _cell_totals(passes, trials)
     eye_s = jnp.eye(2 * c, dtype=dtype)
     eye_l = jnp.eye(2, dtype=dtype)
 
-    def objective(s, local):
-        return _cm_objective(s[:c], s[c:], local[:, 0], local[:, 1], theta, passes, trials, has_data, ridge, total)
+    def evaluate(s, local):
+        return _cm_eval(s[:c], s[c:], local[:, 0], local[:, 1], theta, passes, trials, has_data, ridge, total)
 
     def body(state):
-        s, local, mu, f, it, step = state
-        g_s, g_l, h_ss, h_ls, h_ll = _calibration_derivs(s, local, theta, passes, trials, ridge)
+        s, local, mu, f, moments, it, step = state
+        g_s, g_l, h_ss, h_ls, h_ll = _derivs_from_moments(s, local, moments, has_data, ridge, total)
         scale = jnp.maximum(jnp.abs(jnp.diagonal(h_ss)).max(), 1.0)
         h_ll_d = h_ll + mu * scale / n_damp * eye_l + 1e-12
         det = h_ll_d[:, 0, 0] * h_ll_d[:, 1, 1] - h_ll_d[:, 0, 1] * h_ll_d[:, 1, 0]
@@ -273,15 +319,17 @@ def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, n_
         ok_dir = jnp.all(jnp.isfinite(d_s)) & jnp.all(jnp.isfinite(d_l))
         s_new = s - jnp.where(ok_dir, d_s, 0.0)
         l_new = local - jnp.where(ok_dir, d_l, 0.0)
-        f_new = objective(s_new, l_new)
+        # the objective at the trial point, and the moments the next iteration needs if it is accepted
+        f_new, m_new = evaluate(s_new, l_new)
         accept = ok_dir & jnp.isfinite(f_new) & (f_new <= f + 64 * eps * (jnp.abs(f) + 1.0))
         s = jnp.where(accept, s_new, s)
         local = jnp.where(accept, l_new, local)
         f = jnp.where(accept, f_new, f)
+        moments = jnp.where(accept, m_new, moments)
         mu = jnp.where(accept, jnp.maximum(mu / 4.0, 1e-12), jnp.minimum(mu * 8.0, 1e12))
         size = jnp.maximum(jnp.abs(d_s).max(), jnp.abs(d_l).max())
         step = jnp.where(accept, size, jnp.where(mu >= 1e12, 0.0, jnp.inf))
-        return s, local, mu, f, it + 1, step
+        return s, local, mu, f, moments, it + 1, step
 
     def cond(state):
         *_, it, step = state
@@ -289,9 +337,9 @@ def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, n_
 
     s0 = jnp.concatenate([u0, v0])
     local0 = jnp.stack([t0, a0], axis=1)
-    f0 = objective(s0, local0)
-    state = (s0, local0, jnp.asarray(1e-3, dtype), f0, 0, jnp.asarray(jnp.inf, dtype))
-    s, local, _, f, iters, step = jax.lax.while_loop(cond, body, state)
+    f0, moments0 = evaluate(s0, local0)
+    state = (s0, local0, jnp.asarray(1e-3, dtype), f0, moments0, 0, jnp.asarray(jnp.inf, dtype))
+    s, local, _, f, _, iters, step = jax.lax.while_loop(cond, body, state)
     u, v, t = s[:c], s[c:], local[:, 0]
     return (u, v, t, local[:, 1], f / total, iters, step <= tol, *item_parameters(u, v), jax.nn.softplus(t))
 
@@ -385,9 +433,10 @@ def criterion_major_cells(
         dtype, devices: as the fit will be called with (they fix the padded shape and the dtype).
 
     Returns:
-        :class:`CriterionMajorCells`, the same arrays (bit for bit) as :func:`_criterion_major` makes of
-        ``calibration_cells`` of the dense ``[Q, N]`` / ``[Q, N, C]`` counts, without those float64 arrays:
-        each value is rounded once, from float64 to ``dtype``, as there.
+        :class:`CriterionMajorCells`: ``passes`` float[Q_pad, C, K_pad] and ``theta``, ``trials`` float[Q_pad, 1,
+        K_pad] (one row for all criteria); broadcast over C they are the arrays (bit for bit) that
+        :func:`_criterion_major` makes of ``calibration_cells`` of the dense ``[Q, N]`` / ``[Q, N, C]`` counts,
+        without those float64 arrays: each value is rounded once, from float64 to ``dtype``, as there.
     """
     c = passes.shape[1]
     devs = tuple(jax.devices() if devices is None else devices)
@@ -395,18 +444,16 @@ def criterion_major_cells(
     n = int(slot.max()) + 1 if len(slot) else 0
     k_pad = _cell_slots(n)
     np_dtype = np.dtype(dtype)
-    # document-major scatters (a row's C values side by side), then one transposing copy each: several times
-    # faster than scattering straight into [Q_pad, C, K_pad] (C writes K_pad apart per row)
     cell = np.asarray(query, dtype=np.int64) * k_pad + np.asarray(slot, dtype=np.int64)
-    out = []
-    for x in (theta, passes, trials):
-        x = np.asarray(x, dtype=np.float64)
-        by_doc = np.zeros((q_pad * k_pad, *x.shape[1:]), dtype=np_dtype)
-        by_doc[cell] = x
-        y = np.empty((q_pad, c, k_pad), dtype=np_dtype)
-        y[...] = by_doc.reshape(q_pad, k_pad, -1).transpose(0, 2, 1)  # a per-document value fills every criterion
-        out.append(y)
-    return CriterionMajorCells(theta=out[0], passes=out[1], trials=out[2], n_queries=int(n_queries), n_criteria=c)
+    th, tr = np.zeros((q_pad, 1, k_pad), dtype=np_dtype), np.zeros((q_pad, 1, k_pad), dtype=np_dtype)
+    th.reshape(-1)[cell] = np.asarray(theta, dtype=np.float64)
+    tr.reshape(-1)[cell] = np.asarray(trials, dtype=np.float64)
+    # a document-major scatter (a row's C values side by side), then one transposing copy: several times faster
+    # than scattering straight into [Q_pad, C, K_pad] (C writes K_pad apart per row)
+    by_doc = np.zeros((q_pad * k_pad, c), dtype=np_dtype)
+    by_doc[cell] = np.asarray(passes, dtype=np.float64)
+    ps = np.ascontiguousarray(by_doc.reshape(q_pad, k_pad, c).transpose(0, 2, 1))
+    return CriterionMajorCells(theta=th, passes=ps, trials=tr, n_queries=int(n_queries), n_criteria=c)
 
 
 def _damping_queries(q: int, n_dev: int) -> int:

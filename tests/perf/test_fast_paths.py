@@ -173,7 +173,7 @@ _SHARDED = textwrap.dedent(
     from models import bradley_terry as bt, irt
     from models.simulate import simulate_judgements
     assert len(jax.devices()) == 2, jax.devices()
-    sim = simulate_judgements(9, [33, 20, 47, 8, 40], tournament_placements=9, rubric_placements=4)
+    sim = simulate_judgements(9, [33, 20, 47, 25, 40], tournament_placements=9, rubric_placements=4)  # two pool-size buckets (32, 48)
     n = sim.truth.n_docs
     one = [jax.devices()[0]]
     sharded = bt.fit_windows(sim.window_docs, sim.window_scores, sim.window_query, n)
