@@ -195,14 +195,17 @@ def _counts_by_chunks(bt: pd.DataFrame, bt_heads: np.ndarray, n_q: int, ans: pd.
     Applies when each query's BT rows are one run (``bt_heads`` int[n_q]: their first rows, queries numbered
     in that order), the answers come in runs of query ids in the same order (queries without answers
     skipped), the id columns are arrow strings, and within a chunk of queries no document id has two BT
-    rows. Then an answer's BT row is found by its document id among its chunk's BT rows (pyarrow
-    ``index_in`` on the id thread pool: a hash table of ~16 k ids, not one of every id) and checked to belong
-    to its query, and the counts are bincounts over the chunk's rows. Any answer not found so returns None.
+    rows. Then an answer's BT row is found by its document id among its chunk's BT rows (one pyarrow
+    ``dictionary_encode`` of the chunk's BT ids followed by its answer ids, on the id thread pool: a hash table
+    of ~16 k ids, not one of every id) and checked to belong to its query (per run of the query's answers:
+    the smallest and largest BT row), and the counts are bincounts over the chunk's rows. Any answer not
+    found so returns None.
     """
     n_bt = len(bt)
     bt_doc, ans_doc, ans_query = arrow_ids(bt["doc_id"]), arrow_ids(ans["doc_id"]), ans["query_id"]
     if len(bt_heads) != n_q or bt_doc is None or ans_doc is None or bt_doc.type != ans_doc.type or not len(ans):
         return None
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     a_heads = np.flatnonzero(run_heads(ans_query))
@@ -220,21 +223,25 @@ def _counts_by_chunks(bt: pd.DataFrame, bt_heads: np.ndarray, n_q: int, ans: pd.
         """``(lo, hi, r0, r1, pos)``: the chunk's BT rows, its answer rows and each answer's BT row from
         ``lo``; ``lo`` is None when the chunk has no answers; None when the chunk cannot be matched so."""
         lo, hi = int(bt_heads[q0]), int(bt_ends[q1 - 1])
-        docs = bt_doc.slice(lo, hi - lo)
-        if pc.count_distinct(docs).as_py() != hi - lo:  # an id twice: shared by queries, or two BT scores
-            return None
+        m = hi - lo
+        docs = bt_doc.slice(lo, m)
         j0, j1 = np.searchsorted(a_q, [q0, q1])
-        if j0 == j1:
-            return (None,) * 5
+        if j0 == j1:  # no answers: only the ids are checked
+            return (None,) * 5 if pc.count_distinct(docs).as_py() == m else None
         r0, r1 = int(a_heads[j0]), int(a_ends[j1 - 1])
-        pos = pc.index_in(ans_doc.slice(r0, r1 - r0), value_set=docs)
-        if pos.null_count:
+        # one hash pass over the chunk's BT ids, then its answer ids: codes by first appearance, so the BT ids
+        # are distinct when they get 0..m-1, and an answer's code is its BT row (from lo) when below m
+        codes = pc.dictionary_encode(pa.concat_arrays([docs, ans_doc.slice(r0, r1 - r0)])).indices.to_numpy()
+        if not np.array_equal(codes[:m], np.arange(m, dtype=codes.dtype)):  # an id twice: shared, or two scores
             return None
-        pos = pos.to_numpy()
-        # each answer's query (local to the chunk) against its BT row's query
-        a_local = np.repeat(a_q[j0:j1] - q0, a_ends[j0:j1] - a_heads[j0:j1])
-        row_local = np.repeat(np.arange(q1 - q0), bt_ends[q0:q1] - bt_heads[q0:q1])
-        return (lo, hi, r0, r1, pos) if np.array_equal(row_local[pos], a_local) else None
+        pos = codes[m:]
+        # each run of a query's answers must land in that query's BT rows (a document of another query: None)
+        runs = a_heads[j0:j1] - r0
+        q_run = a_q[j0:j1]
+        if not (np.all(np.minimum.reduceat(pos, runs) >= bt_heads[q_run] - lo)
+                and np.all(np.maximum.reduceat(pos, runs) < bt_ends[q_run] - lo)):
+            return None
+        return lo, hi, r0, r1, pos
 
     # pyarrow hashes without the GIL: the chunks are matched on the id pool, counted here in order
     jobs = [_checks.id_pool().submit(lookup, int(q0), int(q1)) for q0, q1 in zip(q_bounds[:-1], q_bounds[1:])]
@@ -344,10 +351,11 @@ def calibrate(
         warnings.warn(flag["message"], CalibrationWarning, stacklevel=2)
     passed = pass_counts @ np.ones(k)  # whole numbers: the same sum in any order
     count_gain = np.where(placements > 0, passed / (k * np.where(placements > 0, placements, 1)), np.nan)
+    # the frame takes the fresh arrays as they are (no consolidating copy); theta is copied from the caller's
     docs = pd.DataFrame({
-        "query_id": bt["query_id"].array, "doc_id": bt["doc_id"].array, "theta_bt": bt["theta"].array,
+        "query_id": bt["query_id"].array, "doc_id": bt["doc_id"].array, "theta_bt": bt["theta"].array.copy(),
         "ability": ability, "gain": gains, "placements": placements.astype(np.int64), "count_gain": count_gain,
-    })
+    }, copy=False)
     queries = pd.DataFrame({"query_id": q_all})
     queries["tau"] = queries["query_id"].map(tau)
     queries["alpha"] = queries["query_id"].map(alpha)
@@ -464,10 +472,21 @@ def _flags_by_code(
     # NaN) are left out by masks, not by copies of the rows
     judged = placements > 0
     every = bool(judged.all())
-    has = np.bincount(q_code, weights=judged.astype(np.float64), minlength=n_q) > 0
-    row_pass = passes @ np.ones(k)
-    passes_q = np.bincount(q_code, weights=row_pass if every else np.where(judged, row_pass, 0.0), minlength=n_q)
-    trials_q = np.bincount(q_code, weights=placements if every else np.where(judged, placements, 0.0), minlength=n_q) * k
+    row_pass, row_trials = passes @ np.ones(k), placements
+    if not every:
+        row_pass, row_trials = np.where(judged, row_pass, 0.0), np.where(judged, placements, 0.0)
+    heads = np.flatnonzero(np.diff(q_code, prepend=-1) != 0) if len(q_code) else q_code
+    runs = len(heads) > 0 and len(np.unique(q_code[heads])) == len(heads)  # each query one run of rows
+    if runs:  # a reduction per run instead of a scatter
+        has, passes_q, trials_q = np.zeros(n_q, dtype=bool), np.zeros(n_q), np.zeros(n_q)
+        has[q_code[heads]] = np.logical_or.reduceat(judged, heads)
+        passes_q[q_code[heads]] = np.add.reduceat(row_pass, heads)
+        trials_q[q_code[heads]] = np.add.reduceat(row_trials, heads)
+        trials_q *= k
+    else:
+        has = np.bincount(q_code, weights=judged.astype(np.float64), minlength=n_q) > 0
+        passes_q = np.bincount(q_code, weights=row_pass, minlength=n_q)
+        trials_q = np.bincount(q_code, weights=row_trials, minlength=n_q) * k
     flag("query_all_fail", query, list(names[has & (passes_q == 0)]),
          "every rubric answer of {what} is 0: tau and alpha rest on the prior and the gains sit at the floor; "
          "check the pool and the rubric answers")
@@ -476,18 +495,22 @@ def _flags_by_code(
          "check the pool and the rubric answers")
     c_pass = (np.ones(len(placements)) @ passes if every
               else np.add.reduce(passes, axis=0, where=judged[:, None])).astype(np.float64)
-    c_trials = np.full(k, float(placements.sum() if every else np.where(judged, placements, 0.0).sum()))
+    c_trials = np.full(k, float(row_trials.sum()))
     flags += degenerate_criteria(list(criteria), c_pass, c_trials)
     high, low = np.full(n_q, np.nan), np.full(n_q, np.nan)
-    heads = np.flatnonzero(np.diff(q_code, prepend=-1) != 0) if len(q_code) else q_code
-    if len(np.unique(q_code[heads])) == len(heads):  # each query one run of rows: a reduction per run
-        high[q_code[heads]] = np.fmax.reduceat(theta, heads) if len(heads) else high[:0]
-        low[q_code[heads]] = np.fmin.reduceat(theta, heads) if len(heads) else low[:0]
-    else:
+    if runs:
+        high[q_code[heads]] = np.fmax.reduceat(theta, heads)
+        low[q_code[heads]] = np.fmin.reduceat(theta, heads)
+    elif len(q_code):
         np.fmax.at(high, q_code, theta)  # fmax / fmin skip NaN, as pandas' max / min do
         np.fmin.at(low, q_code, theta)
     spread = high - low
-    flag("bt_no_spread", query, list(names[(spread <= 1e-9) & (np.bincount(q_code, minlength=n_q) > 1)]),
+    if runs:
+        docs_q = np.zeros(n_q, dtype=np.int64)
+        docs_q[q_code[heads]] = np.diff(np.append(heads, len(q_code)))
+    else:
+        docs_q = np.bincount(q_code, minlength=n_q)
+    flag("bt_no_spread", query, list(names[(spread <= 1e-9) & (docs_q > 1)]),
          "every document of {what} has the same Bradley-Terry score (the judge gave every document of every window "
          "the same score): the documents get one gain; check the judge's tournament answers")
     flag("bt_disconnected", query, sorted(q for q, n in (n_components or {}).items() if n > 1),
