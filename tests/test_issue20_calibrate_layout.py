@@ -146,3 +146,18 @@ def test_fit_from_laid_out_cells_equals_the_cells_fit():
         assert fit.converged and ref.converged
         for name in ("gamma", "beta", "tau", "alpha"):
             np.testing.assert_allclose(getattr(fit, name), getattr(ref, name), atol=tol, err_msg=name)
+
+
+def test_order_by_code_and_id_in_chunks_equals_one_sort(monkeypatch):
+    """Codes that never decrease are sorted in chunks of whole codes on the id pool: the one-sort order."""
+    from rcp_jax.data import table_checks
+
+    rng = np.random.default_rng(7)
+    codes = np.sort(rng.integers(0, 300, size=5_000))
+    ids = pd.Series([f"d{v}" for v in rng.integers(0, 400, size=len(codes))], dtype="str")  # ties kept stable
+    want = sorted(range(len(codes)), key=lambda i: (codes[i], ids[i]))
+    monkeypatch.setattr(table_checks, "CHUNK_ROWS", 256)  # many chunks
+    assert table_checks.order_by_code_and_id(codes, ids).tolist() == want
+    shuffled = rng.permutation(len(codes))  # codes out of order: one sort
+    want = sorted(range(len(codes)), key=lambda i: (codes[shuffled][i], ids[shuffled].iloc[i]))
+    assert table_checks.order_by_code_and_id(codes[shuffled], ids[shuffled].reset_index(drop=True)).tolist() == want

@@ -209,7 +209,11 @@ def chunk_bounds(starts: np.ndarray, n: int, rows: int | None = None) -> np.ndar
 
 def order_by_code_and_id(codes: np.ndarray, column: pd.Series) -> np.ndarray:
     """int64[n]: the stable order of rows by (``codes`` int[n], then the id of ``column`` as a string);
-    arrow strings are sorted by pyarrow on both keys at once, others through their sorted :func:`id_codes`."""
+    arrow strings are sorted by pyarrow on both keys at once, others through their sorted :func:`id_codes`.
+
+    When ``codes`` never decrease (rows grouped by code, in order) and there are many rows, the arrow sort runs
+    in chunks of whole codes on the id thread pool (:func:`id_pool`; pyarrow sorts without the GIL): the same
+    order, since no code spans two chunks and the sort is stable."""
     values = _arrow(column)
     if values is None:
         id_code, names = id_codes(column)
@@ -219,8 +223,19 @@ def order_by_code_and_id(codes: np.ndarray, column: pd.Series) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = pa.table({"code": np.asarray(codes), "id": values})
-    return pc.sort_indices(table, sort_keys=[("code", "ascending"), ("id", "ascending")]).to_numpy().astype(np.int64)
+    codes = np.asarray(codes)
+    keys = [("code", "ascending"), ("id", "ascending")]
+
+    def order(a: int, b: int) -> np.ndarray:
+        table = pa.table({"code": codes[a:b], "id": values.slice(a, b - a)})
+        return pc.sort_indices(table, sort_keys=keys).to_numpy().astype(np.int64) + a
+
+    n = len(codes)
+    if n < 2 * CHUNK_ROWS or np.any(codes[1:] < codes[:-1]):
+        return order(0, n)
+    bounds = chunk_bounds(np.flatnonzero(np.diff(codes, prepend=codes[0] - 1) != 0), n)
+    jobs = [id_pool().submit(order, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    return np.concatenate([job.result() for job in jobs])
 
 
 #: Rows per chunk of :func:`start_chunk_codes` (at least): a chunk's hash table stays in cache.
