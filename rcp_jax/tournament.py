@@ -101,10 +101,19 @@ def _window_layout(
     coded and the rows sorted stably: ``runs`` is None and ``win``, ``slot`` int64[n] are the window
     number and the slot inside the window (input order) of each row.
     """
-    order = np.lexsort((head_w, head_q))
-    hq, hw = head_q[order], head_w[order]
-    if not np.any((hq[1:] == hq[:-1]) & (hw[1:] == hw[:-1])):
-        return order, None, None
+    n_keys = (int(head_q.max()) + 1) * n_w if len(head_q) else 0
+    if n_keys <= 4 * len(heads) + 4096:  # dense keys: a counting sort (a key held by one run keeps its run)
+        key = head_q * n_w + head_w
+        run_of_key = np.full(n_keys, -1, dtype=np.int64)
+        run_of_key[key] = np.arange(len(heads))
+        order = run_of_key[run_of_key >= 0]
+        if len(order) == len(heads):  # every (query, window) one run: the lexsort's order
+            return order, None, None
+    else:
+        order = np.lexsort((head_w, head_q))
+        hq, hw = head_q[order], head_w[order]
+        if not np.any((hq[1:] == hq[:-1]) & (hw[1:] == hw[:-1])):
+            return order, None, None
     lengths = np.diff(np.append(heads, n_rows))
     q_code, w_code = np.repeat(head_q, lengths), np.repeat(head_w, lengths)
     win, n_win = sorted_codes(q_code * n_w + w_code, (int(q_code.max()) + 1) * n_w)
@@ -123,17 +132,25 @@ def _rows_of_runs(heads: np.ndarray, runs: np.ndarray, n_rows: int) -> tuple[np.
     return np.repeat(rank, lengths), np.arange(n_rows) - np.repeat(heads, lengths)
 
 
+#: Windows per block of :func:`_twice`: a block's transposed slots (w x rows int32) stay in cache.
+_TWICE_ROWS = 1 << 14
+
+
 def _twice(names: np.ndarray) -> np.ndarray:
     """bool[W]: windows of ``names`` int[W, w] (-1 = empty slot) that hold some document twice. Compares
-    every pair of slots, one contiguous column against another."""
+    every pair of slots, one contiguous column against another, in blocks of :data:`_TWICE_ROWS` windows
+    (each block transposed once, in cache)."""
     small = np.int32 if names.size == 0 or int(names.max()) < 2**31 - 1 else np.int64
-    columns = np.ascontiguousarray(names.T, dtype=small)
-    twice = np.zeros(names.shape[0], dtype=bool)
-    for i in range(names.shape[1] - 1):
-        hit = np.zeros(names.shape[0], dtype=bool)
-        for j in range(i + 1, names.shape[1]):
-            hit |= columns[i] == columns[j]
-        twice |= hit & (columns[i] >= 0)
+    n, w = names.shape
+    twice = np.zeros(n, dtype=bool)
+    for a in range(0, n, _TWICE_ROWS):
+        columns = np.ascontiguousarray(names[a : a + _TWICE_ROWS].T, dtype=small)
+        out = twice[a : a + _TWICE_ROWS]
+        for i in range(w - 1):
+            hit = columns[i] == columns[i + 1]
+            for j in range(i + 2, w):
+                hit |= columns[i] == columns[j]
+            out |= hit & (columns[i] >= 0)
     return twice
 
 
@@ -186,7 +203,8 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
         _codes_or_refuse(d_code, None, window_scores, "doc_id")
     if len(q_names) < 2**31 - 1:  # per-row codes in int32: half the memory traffic at millions of rows
         qh_code = qh_code.astype(np.int32)
-    q_run_of_head = np.searchsorted(q_heads, heads, side="right") - 1  # each window run's query run
+    # each window run's query run: every query run starts at a window-run head, so count those starts
+    q_run_of_head = np.cumsum(q_change[heads], dtype=np.int64) - 1
     head_q = qh_code[q_run_of_head].astype(np.int64)
 
     def row_queries() -> np.ndarray:
