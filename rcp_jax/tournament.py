@@ -323,11 +323,16 @@ def _owner_by_ranges(d_code: np.ndarray, q_heads: np.ndarray, qh_code: np.ndarra
 
 def _first_numbers(keys: np.ndarray, upper: int) -> np.ndarray:
     """int64[upper]: each key's number in order of first appearance in ``keys`` int[n] (every key below
-    ``upper`` appears)."""
+    ``upper`` appears). The numbers are the ranks of the keys' first rows (one sort of ``upper`` rows, not a
+    cumulative sum over all ``n``)."""
     n = len(keys)
     small = np.int32 if n < 2**31 - 1 else np.int64  # half the memory traffic at millions of rows
     first = np.full(upper, n, dtype=small)
     np.minimum.at(first, keys, np.arange(n, dtype=small))
+    if upper and int(first.max()) < n:  # every key appears: numbers are the ranks of the distinct first rows
+        number = np.empty(upper, dtype=np.int64)
+        number[np.argsort(first, kind="stable")] = np.arange(upper)
+        return number
     is_first = np.zeros(n + 1, dtype=np.int8)
     is_first[first] = 1
     return np.cumsum(is_first, dtype=small)[first].astype(np.int64) - 1

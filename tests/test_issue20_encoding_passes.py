@@ -2,7 +2,8 @@
 
 * :func:`rcp_jax.tournament._window_layout` orders the window runs by a counting sort when the (query, window)
   keys are dense: the order of ``np.lexsort``; a key held by two runs still takes the per-row path;
-* :func:`rcp_jax.tournament._twice` in blocks of windows equals the whole-array comparison.
+* :func:`rcp_jax.tournament._twice` in blocks of windows equals the whole-array comparison;
+* :func:`rcp_jax.tournament._first_numbers` by the ranks of the first rows numbers keys by first appearance.
 """
 
 from __future__ import annotations
@@ -46,3 +47,15 @@ def test_twice_in_blocks_equals_the_whole_comparison(monkeypatch):
     np.testing.assert_array_equal(tournament._twice(names), want)
     monkeypatch.setattr(tournament, "_TWICE_ROWS", 1 << 14)
     np.testing.assert_array_equal(tournament._twice(names), want)
+
+
+def test_first_numbers_by_ranks_equal_the_cumulative_count():
+    rng = np.random.default_rng(2)
+    keys = rng.integers(0, 500, size=20_000).astype(np.int32)
+    keys[:500] = rng.permutation(500)  # every key appears
+    first = {}
+    for i, k in enumerate(keys.tolist()):
+        first.setdefault(k, i)
+    want = np.empty(500, dtype=np.int64)
+    want[sorted(first, key=first.get)] = np.arange(500)
+    np.testing.assert_array_equal(tournament._first_numbers(keys, 500), want)
