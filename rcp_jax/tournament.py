@@ -11,7 +11,7 @@ import pandas as pd
 
 from models import bradley_terry
 from rcp_jax.data.table_checks import (
-    finite_column, id_codes, id_pool, id_strings, run_heads, show, start_chunk_codes,
+    finite_column, id_codes, id_pool, id_strings, run_heads, show, small_pages, start_chunk_codes,
 )
 from rcp_jax.errors import DataError
 
@@ -396,11 +396,12 @@ def fit_bradley_terry(
         >>> list(bt.sort_values("theta", ascending=False).doc_id)
         ['a', 'b', 'c']
     """
-    arrays = encode_window_scores(window_scores)
-    fit = bradley_terry.fit_windows(
-        arrays.doc_index, arrays.scores, arrays.window_query, arrays.n_docs, ridge=ridge,
-        dtype=jnp.float64 if float64 else jnp.float32,
-    )
+    with small_pages():  # the encoding's temporaries without numpy's huge-page advice (see small_pages)
+        arrays = encode_window_scores(window_scores)
+        fit = bradley_terry.fit_windows(
+            arrays.doc_index, arrays.scores, arrays.window_query, arrays.n_docs, ridge=ridge,
+            dtype=jnp.float64 if float64 else jnp.float32,
+        )
     pq, pd_ = arrays.pair_query, arrays.pair_doc
     out = pd.DataFrame(
         {

@@ -59,3 +59,19 @@ def test_first_numbers_by_ranks_equal_the_cumulative_count():
     want = np.empty(500, dtype=np.int64)
     want[sorted(first, key=first.get)] = np.arange(500)
     np.testing.assert_array_equal(tournament._first_numbers(keys, 500), want)
+
+
+def test_small_pages_restores_numpy_huge_page_advice():
+    from rcp_jax.data.table_checks import small_pages
+
+    toggle = np._core.multiarray._set_madvise_hugepage
+    before = toggle(True)
+    try:
+        with small_pages():
+            assert toggle(False) is False  # off inside
+            with small_pages():
+                pass
+            assert toggle(False) is False  # still off after a nested use
+        assert toggle(True) is True  # restored
+    finally:
+        toggle(before)
