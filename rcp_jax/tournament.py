@@ -176,8 +176,15 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     compared with the previous row's and only the run heads are factorized; the document ids are
     factorized once, in chunks of whole queries on a thread pool when each query is one run of rows
     (:func:`rcp_jax.data.table_checks.start_chunk_codes`). Id columns of any type are read as strings (:func:`rcp_jax.data.table_checks.id_codes`:
-    integers and categoricals by their distinct values).
+    integers and categoricals by their distinct values). The temporaries are allocated without numpy's
+    huge-page advice (:func:`rcp_jax.data.table_checks.small_pages`).
     """
+    with small_pages():
+        return _encode_window_scores(window_scores)
+
+
+def _encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
+    """:func:`encode_window_scores` (its body)."""
     _require_columns(window_scores, WINDOW_COLUMNS, "window scores")
     score, row = finite_column(window_scores, "score")
     if row is not None:
