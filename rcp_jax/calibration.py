@@ -198,8 +198,9 @@ def _counts_by_chunks(bt: pd.DataFrame, bt_heads: np.ndarray, n_q: int, ans: pd.
     rows. Then an answer's BT row is found by its document id among its chunk's BT rows (one pyarrow
     ``dictionary_encode`` of the chunk's BT ids followed by its answer ids, on the id thread pool: a hash table
     of ~16 k ids, not one of every id) and checked to belong to its query (per run of the query's answers:
-    the smallest and largest BT row), and the counts are bincounts over the chunk's rows. Any answer not
-    found so returns None.
+    the smallest and largest BT row), and the counts are bincounts over the chunk's rows (the 0/1 answers of
+    up to 5 criteria packed into one number: one weighted bincount for all of them). Any answer not found
+    so returns None.
     """
     n_bt = len(bt)
     bt_doc, ans_doc, ans_query = arrow_ids(bt["doc_id"]), arrow_ids(ans["doc_id"]), ans["query_id"]
@@ -220,14 +221,15 @@ def _counts_by_chunks(bt: pd.DataFrame, bt_heads: np.ndarray, n_q: int, ans: pd.
     q_bounds = np.searchsorted(bt_heads, chunk_bounds(bt_heads, n_bt, max(_checks.CHUNK_ROWS // 8, 1)))
 
     def lookup(q0: int, q1: int):
-        """``(lo, hi, r0, r1, pos)``: the chunk's BT rows, its answer rows and each answer's BT row from
-        ``lo``; ``lo`` is None when the chunk has no answers; None when the chunk cannot be matched so."""
+        """``(lo, hi, r0, r1, pos, packed)``: the chunk's BT rows, its answer rows, each answer's BT row from
+        ``lo`` and the answers packed for one bincount (:func:`_packed_answers`); ``lo`` is None when the chunk
+        has no answers; None when the chunk cannot be matched so."""
         lo, hi = int(bt_heads[q0]), int(bt_ends[q1 - 1])
         m = hi - lo
         docs = bt_doc.slice(lo, m)
         j0, j1 = np.searchsorted(a_q, [q0, q1])
         if j0 == j1:  # no answers: only the ids are checked
-            return (None,) * 5 if pc.count_distinct(docs).as_py() == m else None
+            return (None,) * 6 if pc.count_distinct(docs).as_py() == m else None
         r0, r1 = int(a_heads[j0]), int(a_ends[j1 - 1])
         # one hash pass over the chunk's BT ids, then its answer ids: codes by first appearance, so the BT ids
         # are distinct when they get 0..m-1, and an answer's code is its BT row (from lo) when below m
@@ -241,7 +243,7 @@ def _counts_by_chunks(bt: pd.DataFrame, bt_heads: np.ndarray, n_q: int, ans: pd.
         if not (np.all(np.minimum.reduceat(pos, runs) >= bt_heads[q_run] - lo)
                 and np.all(np.maximum.reduceat(pos, runs) < bt_ends[q_run] - lo)):
             return None
-        return lo, hi, r0, r1, pos
+        return lo, hi, r0, r1, pos, _packed_answers(values, r0, r1)
 
     # pyarrow hashes without the GIL: the chunks are matched on the id pool, counted here in order
     jobs = [_checks.id_pool().submit(lookup, int(q0), int(q1)) for q0, q1 in zip(q_bounds[:-1], q_bounds[1:])]
@@ -249,13 +251,36 @@ def _counts_by_chunks(bt: pd.DataFrame, bt_heads: np.ndarray, n_q: int, ans: pd.
         found = job.result()
         if found is None:
             return None
-        lo, hi, r0, r1, pos = found
+        lo, hi, r0, r1, pos, packed = found
         if lo is None:
             continue
-        placements[lo:hi] = np.bincount(pos, minlength=hi - lo)
+        counts = np.bincount(pos, minlength=hi - lo)
+        placements[lo:hi] = counts
+        if packed is not None and (not len(counts) or counts.max() < 1 << _PASS_BITS):  # one bincount, exact
+            total = np.bincount(pos, weights=packed, minlength=hi - lo).astype(np.int64)
+            for c in range(len(values)):
+                pass_counts[lo:hi, c] = (total >> (_PASS_BITS * c)) & ((1 << _PASS_BITS) - 1)
+            continue
         for c, v in enumerate(values):
             pass_counts[lo:hi, c] = np.bincount(pos, weights=v[r0:r1], minlength=hi - lo)
     return placements, pass_counts
+
+
+#: Bits per criterion of :func:`_packed_answers`: a document's count of "yes" stays exact below 2**10 placements.
+_PASS_BITS = 10
+
+
+def _packed_answers(values: list[np.ndarray], r0: int, r1: int) -> np.ndarray | None:
+    """float64[r1 - r0]: the 0/1 answers of rows ``r0:r1`` of every criterion (``values`` int8[n] each) packed
+    into one number, criterion ``c`` at bit ``10 c``, or None with more than 5 criteria. Summed by one
+    weighted bincount they give every criterion's count at once, exactly (whole numbers below 2**53), while a
+    document has fewer than 1,024 placements (each field below 2**10)."""
+    if len(values) > 5:
+        return None
+    packed = values[0][r0:r1].astype(np.int64)
+    for c in range(1, len(values)):
+        packed |= values[c][r0:r1].astype(np.int64) << (_PASS_BITS * c)
+    return packed.astype(np.float64)
 
 
 def calibrate(

@@ -161,3 +161,31 @@ def test_order_by_code_and_id_in_chunks_equals_one_sort(monkeypatch):
     shuffled = rng.permutation(len(codes))  # codes out of order: one sort
     want = sorted(range(len(codes)), key=lambda i: (codes[shuffled][i], ids[shuffled].iloc[i]))
     assert table_checks.order_by_code_and_id(codes[shuffled], ids[shuffled].reset_index(drop=True)).tolist() == want
+
+
+@pytest.mark.parametrize("k, repeats", [(3, 1), (5, 1), (6, 1), (2, 1100)])
+def test_counts_by_chunks_with_packed_answers_equal_the_general_path(k, repeats):
+    """Answers packed into one number per row (<= 5 criteria, < 1,024 placements of a document) give the counts
+    of one bincount per criterion; more criteria or placements take the per-criterion bincounts."""
+    from rcp_jax.data.table_checks import id_codes, run_heads
+
+    rng = np.random.default_rng(k)
+    queries = [f"q{i:03d}" for i in range(40)]
+    bt = pd.DataFrame({"query_id": np.repeat(queries, 12), "doc_id": [f"{q}-d{j}" for q in queries for j in range(12)],
+                       "theta": rng.normal(size=480)}).astype({"query_id": "str", "doc_id": "str"})
+    rows = np.sort(rng.integers(0, 480, size=3_000))
+    rows = np.concatenate([rows[:5], np.full(repeats, rows[5]), rows[6:]])  # one document placed `repeats` times
+    ans = pd.DataFrame({"query_id": bt["query_id"].to_numpy()[rows], "doc_id": bt["doc_id"].to_numpy()[rows]})
+    for c in range(k):
+        ans[f"C{c + 1}"] = rng.integers(0, 2, size=len(rows)).astype(np.int8)
+    ans = ans.astype({"query_id": "str", "doc_id": "str"})
+    crit = [f"C{c + 1}" for c in range(k)]
+    heads = np.flatnonzero(run_heads(bt["query_id"]))
+    head_q, q_names = id_codes(bt["query_id"].take(heads))
+    got = calibration._counts_by_chunks(bt, heads, len(q_names), ans, crit, q_names)
+    assert got is not None
+    bt_q = np.repeat(head_q, np.diff(np.append(heads, len(bt))))
+    want = calibration._counts_by_codes(bt, bt_q, q_names, ans, crit)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert got[0].max() >= repeats
