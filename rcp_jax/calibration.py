@@ -374,7 +374,7 @@ def calibrate(
     flags = _flags_by_code(q_sorted[bt_q], sorted(q_all), bt_theta, placements, pass_counts, crit, tau, n_components)
     for flag in flags:
         warnings.warn(flag["message"], CalibrationWarning, stacklevel=2)
-    passed = pass_counts @ np.ones(k)  # whole numbers: the same sum in any order
+    passed = np.einsum("ij->i", pass_counts)  # whole numbers: the same sum in any order (no BLAS threads)
     count_gain = np.where(placements > 0, passed / (k * np.where(placements > 0, placements, 1)), np.nan)
     # the frame takes the fresh arrays as they are (no consolidating copy); theta is copied from the caller's
     docs = pd.DataFrame({
@@ -497,7 +497,7 @@ def _flags_by_code(
     # NaN) are left out by masks, not by copies of the rows
     judged = placements > 0
     every = bool(judged.all())
-    row_pass, row_trials = passes @ np.ones(k), placements
+    row_pass, row_trials = np.einsum("ij->i", passes), placements  # einsum: no BLAS threads left spinning
     if not every:
         row_pass, row_trials = np.where(judged, row_pass, 0.0), np.where(judged, placements, 0.0)
     heads = np.flatnonzero(np.diff(q_code, prepend=-1) != 0) if len(q_code) else q_code
@@ -518,7 +518,7 @@ def _flags_by_code(
     flag("query_all_pass", query, list(names[has & (passes_q == trials_q)]),
          "every rubric answer of {what} is 1: tau and alpha rest on the prior and the gains sit at the ceiling; "
          "check the pool and the rubric answers")
-    c_pass = (np.ones(len(placements)) @ passes if every
+    c_pass = (np.einsum("ij->j", passes) if every
               else np.add.reduce(passes, axis=0, where=judged[:, None])).astype(np.float64)
     c_trials = np.full(k, float(row_trials.sum()))
     flags += degenerate_criteria(list(criteria), c_pass, c_trials)
