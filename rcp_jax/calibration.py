@@ -47,17 +47,19 @@ def validate_answers(answers: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         if col not in answers.columns:
             raise DataError(f"answers are missing column {col!r}; expected query_id, doc_id, C1..CK")
     crit = criterion_columns(answers)
-    df = answers.loc[:, ["query_id", "doc_id", *crit]].copy()
+    # a new frame (copy on write: the columns replaced below never touch the caller's)
+    df = answers.loc[:, ["query_id", "doc_id", *crit]]
     df["query_id"] = df["query_id"].astype(str)
     df["doc_id"] = df["doc_id"].astype(str)
     for c in crit:
         raw = df[c]
         if raw.dtype == bool:
             raise DataError(f"criterion {c} holds booleans; give 0/1 integers")
-        if raw.dtype.kind in "iu":  # integers: checked by numpy, not by a hash table
+        if raw.dtype.kind in "iu":  # integers: checked by numpy (two reductions), not by a hash table
             values = raw.to_numpy()
-            if ((values == 0) | (values == 1)).all():
-                df[c] = values.astype(np.int8)
+            if not len(values) or (values.min() >= 0 and values.max() <= 1):
+                if raw.dtype != np.int8:
+                    df[c] = values.astype(np.int8)
                 continue
         values = pd.to_numeric(raw, errors="coerce")
         bad = ~values.isin([0, 1])

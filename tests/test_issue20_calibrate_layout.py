@@ -189,3 +189,15 @@ def test_counts_by_chunks_with_packed_answers_equal_the_general_path(k, repeats)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     assert got[0].max() >= repeats
+
+
+def test_validate_answers_leaves_the_callers_frame_untouched():
+    answers = pd.DataFrame({"query_id": ["q", "q", "r"], "doc_id": [1, 2, 3], "C1": np.array([0, 1, 1], dtype=np.int64),
+                            "C2": np.array([1, 0, 1], dtype=np.int8), "extra": ["x", "y", "z"]})
+    before = answers.copy()
+    df, crit = calibration.validate_answers(answers)
+    assert crit == ["C1", "C2"] and list(df.columns) == ["query_id", "doc_id", "C1", "C2"]
+    assert df["C1"].dtype == np.int8 and df["C2"].dtype == np.int8 and df["doc_id"].tolist() == ["1", "2", "3"]
+    df.loc[0, "C2"] = 0
+    df.loc[1, "C1"] = 0
+    pd.testing.assert_frame_equal(answers, before)
