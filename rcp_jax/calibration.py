@@ -211,7 +211,7 @@ def _counts_by_chunks(bt: pd.DataFrame, bt_heads: np.ndarray, n_q: int, ans: pd.
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    a_heads = np.flatnonzero(run_heads(ans_query))
+    a_heads = np.flatnonzero(run_heads(ans_query, split=True))
     a_q = id_positions(ans_query.take(a_heads), q_names)
     if (a_q < 0).any() or (np.diff(a_q) <= 0).any():  # an unknown query, or queries not in the BT order
         return None

@@ -75,3 +75,20 @@ def test_small_pages_restores_numpy_huge_page_advice():
         assert toggle(True) is True  # restored
     finally:
         toggle(before)
+
+
+def test_run_heads_split_over_the_pool_equals_one_pass(monkeypatch):
+    import pandas as pd
+
+    from rcp_jax.data import table_checks
+
+    rng = np.random.default_rng(3)
+    ids = np.repeat(rng.integers(0, 30, size=400), rng.integers(1, 40, size=400))
+    column = pd.Series([f"q{v}" for v in ids], dtype="str")
+    monkeypatch.setattr(table_checks, "CHUNK_ROWS", 64)  # long enough to split
+    want = np.r_[True, ids[1:] != ids[:-1]]
+    np.testing.assert_array_equal(table_checks.run_heads(column, split=True), want)
+    np.testing.assert_array_equal(table_checks.run_heads(column), want)
+    breaks = np.zeros(len(ids), dtype=bool)
+    breaks[5] = True
+    np.testing.assert_array_equal(table_checks.run_heads(column, breaks, split=True), want | breaks)

@@ -328,10 +328,12 @@ def start_chunk_codes(column: pd.Series, starts: np.ndarray):
     return finish
 
 
-def run_heads(column: pd.Series, breaks: np.ndarray | None = None) -> np.ndarray:
+def run_heads(column: pd.Series, breaks: np.ndarray | None = None, *, split: bool = False) -> np.ndarray:
     """bool[n]: True on the first row and on every row whose id differs from the previous row's (or
     where ``breaks`` bool[n] is True). Arrow-backed string columns are compared by pyarrow, others by
-    their :func:`id_codes`."""
+    their :func:`id_codes`. ``split``: a long arrow column's second half is compared on the id thread pool
+    (:func:`id_pool`; pyarrow compares without the GIL) while the calling thread compares the first (only
+    from a thread that is not an id-pool worker)."""
     n = len(column)
     change = np.ones(n, dtype=bool)
     if n > 1:
@@ -339,7 +341,15 @@ def run_heads(column: pd.Series, breaks: np.ndarray | None = None) -> np.ndarray
         if values is not None:
             import pyarrow.compute as pc
 
-            change[1:] = pc.not_equal(values.slice(1), values.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            def compare(a: int, b: int) -> None:  # rows a..b-1 (a >= 1) against the rows before them
+                np.copyto(change[a:b], pc.not_equal(values.slice(a, b - a), values.slice(a - 1, b - a))
+                          .to_numpy(zero_copy_only=False))
+
+            half = n // 2 if split and n >= 4 * CHUNK_ROWS else n
+            job = id_pool().submit(compare, half, n) if half < n else None
+            compare(1, half)
+            if job is not None:
+                job.result()
         else:
             codes, _ = id_codes(column)
             change[1:] = codes[1:] != codes[:-1]
