@@ -323,7 +323,7 @@ def run_nuts(
     model_kwargs: dict,
     *,
     seed: int,
-    num_warmup: int = 500,
+    num_warmup: int = 1000,
     num_samples: int = 500,
     num_chains: int = 4,
     thinning: int = 1,

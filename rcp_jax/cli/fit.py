@@ -33,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(AutoNormal) or laplace (AutoLaplaceApproximation): a posterior, written to posterior/ "
                         "(see rcp_jax.bayes.posterior)")
     p.add_argument("--float64", action="store_true", help="fit the point calibration in double precision")
-    p.add_argument("--warmup", type=int, default=500, help="NUTS warmup iterations per chain (default 500)")
+    p.add_argument("--warmup", type=int, default=1000,
+                   help="NUTS warmup iterations per chain (default 1000: the per-query tau and alpha are correlated, and a diagonal mass matrix needs the longer adaptation for R-hat < 1.01)")
     p.add_argument("--draws", type=int, default=500,
                    help="posterior draws per chain (nuts) or from the fitted guide (svi/laplace); default 500")
     p.add_argument("--chains", type=int, default=4,

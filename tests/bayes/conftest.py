@@ -26,7 +26,7 @@ from bayes_helpers import collection_tables, exact_bt_scores, simulated_run, tru
 from models import simulate  # noqa: E402
 
 #: NUTS settings of the shared fits (4 chains, vectorised): the 50 x 60 collection uses the library
-#: defaults (500 + 500); the noisy collection (and the notebook's small mode) 200 + 200.
+#: defaults (1,000 warmup + 500 draws); the noisy collection (and the notebook's small mode) 200 + 200.
 WARMUP, SAMPLES = 200, 200
 #: The noisy collection (also the notebook's small mode): judge noise and tournament placements.
 NOISY = dict(queries=20, docs=30, noise=1.5, placements=8.0, seed=3)
