@@ -157,6 +157,9 @@ def _moments(u, v, t, alpha, theta, passes, trials):
     and the binomial NLL's derivatives in ``z``, ``l1 = trials sigmoid(z) - passes`` and
     ``l2 = trials sigmoid(z) (1 - sigmoid(z))``, returns float[5, Q, C]:
     ``[sum l1, sum l1 theta, sum l2, sum l2 theta, sum l2 theta^2]``.
+
+    The plain form: the solver computes these inside :func:`_cm_eval`; tests check that fused pass against
+    this one (and :func:`_calibration_derivs` against autodiff of :func:`_cm_objective`).
     """
     gamma, beta = item_parameters(u, v)
     tau = jax.nn.softplus(t)
@@ -167,7 +170,8 @@ def _moments(u, v, t, alpha, theta, passes, trials):
 
 
 def _cm_objective(u, v, t, alpha, theta, passes, trials, has_data, ridge, total):
-    """The MAP objective on the sum scale from criterion-major cells (traced helper)."""
+    """The MAP objective on the sum scale from criterion-major cells (traced helper): the plain reference form
+    of the objective half of :func:`_cm_eval`, which the solver calls; the tests differentiate this one."""
     gamma, beta = item_parameters(u, v)
     tau = jax.nn.softplus(t)
     z = gamma[None, :, None] * (tau[:, None, None] * theta + (alpha[:, None] - beta[None, :])[:, :, None])
@@ -215,6 +219,9 @@ def _calibration_derivs(s, local, theta, passes, trials, ridge):
     """Closed-form gradient and Hessian blocks of the calibration objective (sum scale); see
     :func:`_calibrate_newton_impl`. Returns ``(g_s [2C], g_l [Q, 2], h_ss [2C, 2C], h_ls [Q, 2, 2C],
     h_ll [Q, 2, 2])`` with ``s = (u, v)`` and ``local[:, 0] = t``, ``local[:, 1] = alpha``.
+
+    The solver takes the moments from :func:`_cm_eval` and calls :func:`_derivs_from_moments` directly; this
+    entry point (moments by :func:`_moments`) is what the tests compare with autodiff.
     """
     c = s.shape[0] // 2
     total, has_data = _cell_totals(passes, trials)
