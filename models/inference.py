@@ -425,8 +425,9 @@ def run_svi(
         init_values: constrained starting values (e.g. the MAP), which shortens the optimisation.
         init_scale: initial guide scale (``normal``).
         progress: called on the host as ``progress(step, num_steps)`` about 100 times during the
-            optimisation (as in :func:`run_nuts`). Without it the loop is exactly ``SVI.run``'s (same
-            losses, bit for bit); with it the same computation, up to float32 rounding.
+            optimisation (as in :func:`run_nuts`). The same compiled program with or without it, so the
+            losses and draws are identical. The loop is ``SVI.run``'s (its initialisation and stable updates),
+            compiled as one program.
 
     Returns:
         :class:`Draws` with one "chain" of ``num_samples`` draws; ``info["losses"]`` holds the ELBO
@@ -437,18 +438,14 @@ def run_svi(
     data, static = _split_kwargs(model_kwargs)
     init_values = {k: _on_device(v) for k, v in (init_values or {}).items()}
     latent, det = _site_names(model, model_kwargs)
-    settings = (guide, num_steps, learning_rate, num_samples, init_scale, progress is not None)
+    # The program always reports (to nobody without ``progress``), as run_nuts's does: one compiled program
+    # serves runs with and without a progress bar, and their losses and draws are the same.
+    settings = (guide, num_steps, learning_rate, num_samples, init_scale, True)
     program = _cached(("svi", model, static, settings), lambda: _svi_program(model, static, latent, det, settings))
     key = jax.random.PRNGKey(seed)
     start = time.perf_counter()
-    state = None
-    if not init_values:
-        # init_to_median draws from the prior: SVI.run's own (op by op) initialisation keeps the losses SVI.run's
-        # bit for bit (compiled as part of one program, XLA fuses that sampling and rounds differently).
-        svi = SVI(model, _make_guide(model, guide, {}, init_scale), optax_adam(learning_rate), Trace_ELBO())
-        state = svi.init(jax.random.split(key)[0], **model_kwargs)
     with _progress_hook(progress):
-        draws, losses = program(data, init_values, key, state)
+        draws, losses = program(data, init_values, key)
         jax.block_until_ready(draws)
     wall = time.perf_counter() - start
     samples = {k: np.asarray(v)[None] for k, v in draws.items()}
@@ -495,22 +492,21 @@ def _make_guide(model, guide: str, init_values: dict, init_scale: float):
 
 
 def _svi_program(model, static, latent: list, det: list, settings):
-    """One jit-compiled SVI run: ``run(data, init_values, key, state) -> (draws, losses)``.
+    """One jit-compiled SVI run: ``run(data, init_values, key) -> (draws, losses)``.
 
-    Initialisation (unless ``state``, an initial SVI state, is given), ``num_steps`` stable Adam updates (SVI.run's
-    loop), draws from the fitted guide and the deterministic sites of those draws, all in one program: run op by
-    op, guide initialisation and ``Predictive`` compile dozens of small programs per data shape. The guide is
-    built inside the traced function, so it never holds values of another trace.
+    Initialisation, ``num_steps`` stable Adam updates (SVI.run's loop), draws from the fitted guide and the
+    deterministic sites of those draws, all in one program: run op by op, guide initialisation and ``Predictive``
+    compile hundreds of small programs per data shape (~10 s of a cold process). The guide is built inside the
+    traced function, so it never holds values of another trace.
     """
     guide, num_steps, learning_rate, num_samples, init_scale, report = settings
 
-    def run(data, init_values, key, state):
+    def run(data, init_values, key):
         kw = {**dict(static), **data}
         g = _make_guide(model, guide, init_values, init_scale)
         svi = SVI(model, g, optax_adam(learning_rate), Trace_ELBO())
         k_fit, k_draw = jax.random.split(key)
-        own = svi.init(k_fit, **kw)  # also sets up the guide (its sites and transforms) in this trace
-        state = own if state is None else state
+        state = svi.init(k_fit, **kw)  # also sets up the guide (its sites and transforms) in this trace
 
         def step(state, i):  # SVI.run's loop (stable updates: a step with a NaN loss is skipped), plus reports
             state, loss = svi.stable_update(state, **kw)

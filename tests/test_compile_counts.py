@@ -75,10 +75,10 @@ def test_svi_from_starting_values_is_one_program_and_reruns_compile_nothing():
 
 @pytest.mark.parametrize("guide", ["normal", "laplace"])
 def test_guides_set_up_in_a_trace_keep_the_models_site_order(guide):
-    """run_svi sets its guide up inside the compiled program but, without starting values, makes the initial state
-    op by op (SVI.run's own, for identical losses). NumPyro's traced set-up orders the sites by name, its op-by-op
-    one in model order; both must use one order, or the Laplace guide's flat latent vector would be read with the
-    wrong sites and AutoNormal's draws would take other keys. Abstract tracing only: nothing is compiled."""
+    """run_svi sets its guide up inside the compiled program. NumPyro's traced set-up orders the sites by name, its
+    op-by-op one (``SVI.run`` outside a program) in model order; both must use one order, or the Laplace guide's
+    flat latent vector would be read with the wrong sites and AutoNormal's draws would take other keys than
+    ``SVI.run``'s. Abstract tracing only: nothing is compiled."""
     import numpyro
     from numpyro.infer.autoguide import AutoLaplaceApproximation, AutoNormal
     from numpyro.infer.initialization import init_to_median
