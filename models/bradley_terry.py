@@ -260,6 +260,24 @@ def _pcg(curv: jax.Array, diag: jax.Array, rhs: jax.Array, rtol, max_iter: int) 
     return x
 
 
+def _cg_steps(curv: jax.Array, diag: jax.Array, rhs: jax.Array, steps: int) -> jax.Array:
+    """``steps`` unrolled iterations of :func:`_pcg` from 0, without a stopping test (traced helper)."""
+    dinv = 1.0 / diag
+    tiny = jnp.finfo(rhs.dtype).tiny
+    z = dinv * rhs
+    x, r, p, rz = jnp.zeros_like(rhs), rhs, z, (rhs * z).sum(axis=1)
+    for _ in range(steps):
+        hp = diag * p - jnp.einsum("qij,qj->qi", curv, p)
+        alpha = rz / jnp.maximum((p * hp).sum(axis=1), tiny)
+        x = x + alpha[:, None] * p
+        r = r - alpha[:, None] * hp
+        z = dinv * r
+        rz_new = (r * z).sum(axis=1)
+        p = z + (rz_new / jnp.maximum(rz, tiny))[:, None] * p
+        rz = rz_new
+    return x
+
+
 def _cg_rtol(dtype) -> float:
     return float(np.sqrt(np.finfo(dtype).eps)) * 0.1
 
@@ -269,7 +287,8 @@ def _log_odds_start(both: jax.Array, anti: jax.Array, ridge, *, with_degree: boo
 
     With ``pi_ab = W_ab / (W_ab + W_ba)`` (clipped to [0.01, 0.99]) and Fisher weights
     ``c_ab = both_ab pi_ab (1 - pi_ab)``, minimise ``sum c_ab (theta_a - theta_b - logit pi_ab)^2``: a
-    Laplacian system solved like a Newton step. Close to the BT optimum when pairs are well observed.
+    Laplacian system, solved roughly: :data:`_START_STEPS` conjugate-gradient steps from 0 (:func:`_cg_steps`).
+    Close to the BT optimum when pairs are well observed.
     With ``with_degree`` also returns each document's number of distinct comparison partners
     (int[Q, N]), counted in the same pass.
     """
@@ -279,7 +298,7 @@ def _log_odds_start(both: jax.Array, anti: jax.Array, ridge, *, with_degree: boo
     c = jnp.where(linked, both * pi * (1.0 - pi), 0.0)
     # materialise the per-pair terms once; XLA would otherwise recompute them for every row sum
     c, cl, lf = jax.lax.optimization_barrier((c, c * jnp.log(pi / (1.0 - pi)), linked.astype(both.dtype)))
-    theta0 = _pcg(c, c.sum(axis=2) + ridge, cl.sum(axis=2), _cg_rtol(both.dtype), 4 * both.shape[1])
+    theta0 = _cg_steps(c, c.sum(axis=2) + ridge, cl.sum(axis=2), _START_STEPS)
     if not with_degree:
         return theta0
     self_links = (jnp.diagonal(both, axis1=1, axis2=2) > 0).astype(jnp.int32)
@@ -287,6 +306,11 @@ def _log_odds_start(both: jax.Array, anti: jax.Array, ridge, *, with_degree: boo
 
 
 _N_HALVINGS = 10
+#: Conjugate-gradient steps of the log-odds start (:func:`_log_odds_start`), unrolled, with no stopping test.
+#: The start only has to be good enough for Newton: on the benchmark's queries 2 steps already gave the
+#: same Newton iteration counts as solving to ``_cg_rtol`` (5-10 steps), and on CPU the tolerance-tested
+#: ``while_loop`` cost ~25-70 us more per query than the unrolled steps (A/B, load ~2; issue 20).
+_START_STEPS = 6
 #: Loosest relative residual of a Newton system (:func:`_newton`). A conjugate-gradient product costs ~1/40
 #: of a trial point (O(N^2) multiply-adds against exp and log1p per pair), so early solves are kept
 #: accurate: with 0.05 the first steps were poor enough that most queries of the benchmark needed four
@@ -314,6 +338,7 @@ def _sym_eval(theta: jax.Array, both: jax.Array, net: jax.Array, ridge, *, with_
         log_ss = -ad - 2.0 * jnp.log1p(e)
         f = -(0.25 * (both * log_ss).sum(axis=(1, 2)) + 0.5 * (theta * net).sum(axis=1)) + 0.5 * ridge * (theta**2).sum(axis=1)
     return f, grad, curv, curv.sum(axis=2) + ridge
+
 
 
 def _newton(both, net, theta0, ridge, tol, max_iter: int):
