@@ -24,7 +24,7 @@ def _reuse_shared_fits(monkeypatch, noisy, noisy_posteriors) -> list[str]:
     real = rcp_jax.bayes.fit_posterior
     _, windows, answers, _ = noisy
     shared = {None: "joint", "frozen": "frozen"}
-    settings = {k: noisy_posteriors["joint"].settings[k] for k in ("num_warmup", "num_samples", "seed")}
+    settings = {k: noisy_posteriors["joint"].settings[k] for k in ("num_warmup", "num_samples", "num_chains", "seed")}
     reused: list[str] = []
 
     def fit_posterior(tournament, rubric, model=None, **kwargs):
