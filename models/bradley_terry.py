@@ -37,12 +37,13 @@ time up to its last window (:func:`_query_scatter`), so padding slots cost next 
 another number of queries, or most refits with more windows, reuse the program of their pool-size bucket.
 
 Where the time goes (issue #20, one query of 150 documents and 216 windows of 10, CPU microseconds on one
-core): listing the window pairs ~70 (:func:`_block_pairs`, once per block: per query and per group of
-windows its slices and concatenations were ~40 tiny compiled ops each), their two scatters ~55, the
-log-odds start ~70, each trial point ~55-65 and each Newton iteration ~85 (three from the start on 94% of
-the benchmark's queries: the Newton systems are solved to a relative residual of at most
-:data:`_ETA_MAX`), components and SEs ~20. The host pads each block's windows in its worker thread
-(:class:`_PaddedWindows`).
+core): listing the window pairs ~50-60 (:func:`_block_pairs`, once per block, one slot offset at a time:
+per query and per group of windows its slices and concatenations were ~40 tiny compiled ops each, and one
+concatenation of every window's pair slots cost ~15-25 more), their two scatters ~45, the log-odds start
+(six unrolled conjugate-gradient steps, :data:`_START_STEPS`), each trial point ~55-65 and each Newton
+iteration ~65-85 (three from the start on 94% of the benchmark's queries: the Newton systems are solved to
+a relative residual of at most :data:`_ETA_MAX`; the last step, predicted final, skips its trial point),
+components and SEs ~20. The host pads each block's windows in its worker thread (:class:`_PaddedWindows`).
 """
 
 from __future__ import annotations
