@@ -69,8 +69,14 @@ def test_a_trickle_once_then_a_normal_answer_is_stored_with_its_retry(tmp_path, 
     started = time.monotonic()
     out = judge_windows_sync(windows[:2], judge=judge, store=tmp_path, documents=documents, queries=queries,
                              concurrency=2)
-    assert time.monotonic() - started < 0.8 + 2.0
-    assert len(out) == 2 and all(r.transport_retries == 1 and r.valid for r in records(tmp_path))
+    elapsed = time.monotonic() - started
+    stored = records(tmp_path)
+    assert len(out) == 2 and len(stored) == 2 and all(r.valid and r.transport_retries >= 1 for r in stored)
+    # each record counts its own retries: one per request the server saw beyond the first of its window. Usually
+    # one (the trickle); on a loaded machine a normal answer may miss the 0.8 s deadline too and count another
+    assert sum(r.transport_retries + 1 for r in stored) == len(server.requests)
+    tries = max(r.transport_retries for r in stored) + 1
+    assert elapsed < tries * 0.8 + 2.0, f"{tries} tries of a 0.8 s deadline took {elapsed:.1f} s"  # not ~50 s
 
 
 # -- 2. replies without an answer ------------------------------------------------------------------------

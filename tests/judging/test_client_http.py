@@ -90,7 +90,11 @@ def test_slow_answers_time_out_and_are_retried(tmp_path, dataset, windows, serve
     few = windows[:3]
     out = judge_windows_sync(few, judge=judge, store=tmp_path, documents=documents, queries=queries, concurrency=3)
     assert len(out) == len(few)
-    assert all(r.transport_retries == 1 for r in records(tmp_path))
+    stored = records(tmp_path)
+    assert len(stored) == len(few) and all(r.transport_retries >= 1 for r in stored)
+    # one retry per window for the delayed first answer; on a loaded machine a normal answer may miss the 0.3 s
+    # deadline too: each record still counts exactly the requests the server saw for its window, less one
+    assert sum(r.transport_retries + 1 for r in stored) == len(server.requests)
 
 
 def test_persistent_failures_end_in_a_transport_error(tmp_path, dataset, windows, served):
