@@ -133,7 +133,7 @@ def test_ndcg_ignores_document_names(case, protocol, data):
 
 
 @settings(max_examples=150, deadline=None)
-@given(case=query_case(max_docs=6))
+@given(case=query_case(max_docs=5))  # every order of up to 5 documents: <= 120 per case (6 took 720, ~10 s of CPU)
 def test_group_mean_is_the_average_over_tie_orders(case):
     scores, gains, k = case
     docs = list(gains)
