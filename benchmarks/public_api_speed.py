@@ -10,7 +10,9 @@ criteria; :mod:`benchmarks._common`), as DataFrames with string ids like a judge
 * **numpy Newton loop** and **converged scipy L-BFGS loop** per query (:mod:`benchmarks.baselines`);
 * **public 2PL**: ``rcp_jax.calibrate(bt, answers)`` against the per-query **alternating Newton** and the
   joint **scipy** fit (the joint fit only up to ``--scipy-2pl-limit`` queries: it takes ~20 s at 1,000);
-* **10,000 queries**: BT + 2PL through the public API, warm.
+* **10,000 queries**: BT + 2PL through the public API, warm; one more warm public BT call with the wall time
+  of its encoding that runs with no kernel call beside it (above ``rcp_jax.tournament.PIPE_MIN_ROWS`` the
+  table is encoded in chunks while the kernel fits the chunks already encoded).
 
 Agreement: the largest |theta| difference between the public fit and the numpy Newton optimum (float64,
 steps < 1e-10), and between the scipy loop and that optimum; for the 2PL the largest |gain| difference of
@@ -109,6 +111,36 @@ def uptime() -> str:
     return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def encode_alone(call) -> tuple[float, float]:
+    """``(wall s of call(), wall s of its table encoding with no fit_windows call running)``: the encoding
+    (``rcp_jax.tournament._encode_window_scores``, every chunk) and the kernel are wrapped for this call."""
+    import models.bradley_terry as bt_mod
+    import rcp_jax.tournament as tour
+
+    spans = {"enc": [], "fit": []}
+    saved = tour._encode_window_scores, bt_mod.fit_windows
+
+    def timed_span(fun, key):
+        def inner(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fun(*a, **k)
+            finally:
+                spans[key].append((t, time.perf_counter()))
+        return inner
+
+    tour._encode_window_scores = timed_span(saved[0], "enc")
+    bt_mod.fit_windows = timed_span(saved[1], "fit")
+    try:
+        t = time.perf_counter()
+        call()
+        wall = time.perf_counter() - t
+    finally:
+        tour._encode_window_scores, bt_mod.fit_windows = saved
+    alone = sum((b - a) - sum(max(0.0, min(b, d) - max(a, c)) for c, d in spans["fit"]) for a, b in spans["enc"])
+    return wall, alone
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 1000])
@@ -189,8 +221,9 @@ def main(argv=None) -> dict:
 
         _, big_cold, big_wall, big_cpu = timed(both, max(1, args.repeats - 1))
         _, enc_wall, _ = once(lambda: encode_window_scores(ws))
+        bt_wall, alone = encode_alone(lambda: rcp_jax.fit_bradley_terry(ws))
         big = {"queries": args.big, "rows": len(ws), "cold_s": big_cold, "wall_s": big_wall, "cpu_s": big_cpu,
-               "encode_wall_s": enc_wall}
+               "encode_wall_s": enc_wall, "bt_wall_s": bt_wall, "encode_alone_wall_s": alone}
         results["big"] = big
     results["load_after"] = os.getloadavg()
     print("after:", uptime())
@@ -213,7 +246,8 @@ def main(argv=None) -> dict:
     if big:
         print(f"\n{big['queries']:,} queries ({big['rows']:,} window rows): BT + 2PL through the public API "
               f"{big['wall_s']:.2f} s warm ({big['cpu_s']:.2f} s CPU; cold {big['cold_s']:.2f} s); encoding of the "
-              f"window scores {big['encode_wall_s']:.2f} s")
+              f"window scores {big['encode_wall_s']:.2f} s alone; in a public BT call ({big['bt_wall_s']:.2f} s) "
+              f"{big['encode_alone_wall_s']:.2f} s of encoding ran with no kernel beside it")
     path = C.write_json("public_api_speed", results)
     print(f"wrote {path}")
     return results
