@@ -22,7 +22,8 @@ Notes
 -----
 - Workers are started with the ``forkserver`` method: a fresh single-threaded server process imports
   litellm once and forks each worker from itself (never a ``fork`` of the caller, which runs
-  threads). The first start pays one litellm import (seconds); later starts are quick. As with any
+  threads). The first start pays one litellm import (seconds) when the judge uses litellm; later starts
+  are quick. As with any
   non-``fork`` start method, a script using this needs the usual ``if __name__ == "__main__":`` guard.
 - The judge and the caller's environment (as :func:`os.environ` is when the workers start, so a
   provider key in e.g. ``OPENAI_API_KEY`` reaches them) are pickled to each worker through a pipe,
@@ -44,6 +45,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import fields
@@ -223,8 +225,11 @@ class ProcessJudge(BaseJudge):
         if self._workers:
             return self
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["judging", "litellm"])  # takes effect when the server first starts
         self.inner.prepare()  # resolve lazily computed settings once, so every worker gets the same
+        # The fork server imports litellm once for all workers, when the judge uses it (prepare() has imported
+        # it here then): a judge without it (SimulatedJudge) spares each new server a ~3 s import. Takes effect
+        # when the server first starts; workers of a later litellm judge import it themselves if it did not.
+        ctx.set_forkserver_preload(["judging", "litellm"] if "litellm" in sys.modules else ["judging"])
         workers = []
         try:
             for i in range(self.processes):
