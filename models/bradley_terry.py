@@ -228,6 +228,21 @@ def _grad_hess(theta: jax.Array, wins: jax.Array, ridge: float):
     return grad, jnp.eye(theta.shape[1], dtype=theta.dtype) * diag[:, :, None] - curv
 
 
+def _cg_step(curv, diag, dinv, x, r, p, rz):
+    """One Jacobi-preconditioned conjugate-gradient step on ``(diag(diag) - curv) x = rhs`` for every query:
+    iterate ``x``, residual ``r``, direction ``p`` (float[Q, N]) and ``rz = <r, dinv r>`` (float[Q]) in, the
+    next four out."""
+    tiny = jnp.finfo(r.dtype).tiny
+    hp = diag * p - jnp.einsum("qij,qj->qi", curv, p)
+    alpha = rz / jnp.maximum((p * hp).sum(axis=1), tiny)
+    x = x + alpha[:, None] * p
+    r = r - alpha[:, None] * hp
+    z = dinv * r
+    rz_new = (r * z).sum(axis=1)
+    p = z + (rz_new / jnp.maximum(rz, tiny))[:, None] * p
+    return x, r, p, rz_new
+
+
 def _pcg(curv: jax.Array, diag: jax.Array, rhs: jax.Array, rtol, max_iter: int) -> jax.Array:
     """Solve ``(diag(diag) - curv) x = rhs`` for every query by Jacobi-preconditioned conjugate gradients.
 
@@ -238,7 +253,6 @@ def _pcg(curv: jax.Array, diag: jax.Array, rhs: jax.Array, rtol, max_iter: int) 
     residual is below ``rtol`` times its right-hand side (or after ``max_iter`` products).
     """
     dinv = 1.0 / diag
-    tiny = jnp.finfo(rhs.dtype).tiny
     goal = (rtol**2) * (rhs * rhs).sum(axis=1)
 
     def cond(st):
@@ -246,15 +260,8 @@ def _pcg(curv: jax.Array, diag: jax.Array, rhs: jax.Array, rtol, max_iter: int) 
         return (k < max_iter) & jnp.any((r * r).sum(axis=1) > goal)
 
     def body(st):
-        x, r, p, rz, k = st
-        hp = diag * p - jnp.einsum("qij,qj->qi", curv, p)
-        alpha = rz / jnp.maximum((p * hp).sum(axis=1), tiny)
-        x = x + alpha[:, None] * p
-        r = r - alpha[:, None] * hp
-        z = dinv * r
-        rz_new = (r * z).sum(axis=1)
-        p = z + (rz_new / jnp.maximum(rz, tiny))[:, None] * p
-        return x, r, p, rz_new, k + 1
+        *state, k = st
+        return (*_cg_step(curv, diag, dinv, *state), k + 1)
 
     z = dinv * rhs
     x, *_ = jax.lax.while_loop(cond, body, (jnp.zeros_like(rhs), rhs, z, (rhs * z).sum(axis=1), 0))
@@ -264,19 +271,11 @@ def _pcg(curv: jax.Array, diag: jax.Array, rhs: jax.Array, rtol, max_iter: int) 
 def _cg_steps(curv: jax.Array, diag: jax.Array, rhs: jax.Array, steps: int) -> jax.Array:
     """``steps`` unrolled iterations of :func:`_pcg` from 0, without a stopping test (traced helper)."""
     dinv = 1.0 / diag
-    tiny = jnp.finfo(rhs.dtype).tiny
     z = dinv * rhs
-    x, r, p, rz = jnp.zeros_like(rhs), rhs, z, (rhs * z).sum(axis=1)
+    state = (jnp.zeros_like(rhs), rhs, z, (rhs * z).sum(axis=1))
     for _ in range(steps):
-        hp = diag * p - jnp.einsum("qij,qj->qi", curv, p)
-        alpha = rz / jnp.maximum((p * hp).sum(axis=1), tiny)
-        x = x + alpha[:, None] * p
-        r = r - alpha[:, None] * hp
-        z = dinv * r
-        rz_new = (r * z).sum(axis=1)
-        p = z + (rz_new / jnp.maximum(rz, tiny))[:, None] * p
-        rz = rz_new
-    return x
+        state = _cg_step(curv, diag, dinv, *state)
+    return state[0]
 
 
 def _cg_rtol(dtype) -> float:
