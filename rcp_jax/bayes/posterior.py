@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from models import bayes, bradley_terry, inference, irt
+from rcp_jax.bayes.diagnostics import ess_bulk, ess_tail, rank_rhat
 from rcp_jax.calibration import Calibration, validate_answers
 from rcp_jax.errors import CalibrationError, DataError
 from rcp_jax.tournament import validate_window_scores
@@ -439,8 +440,6 @@ def _to_datatree(draws: inference.Draws, inputs: PosteriorInputs, model: str, ab
 
 def _diagnose(dt, draws: inference.Draws, model: str) -> dict:
     """R-hat (rank-normalised split), bulk/tail ESS and divergences, for parameters and gains apart."""
-    import arviz as az
-
     params = ["gamma", "beta"] + ([] if model == "rubric_only" else ["tau", "alpha"])
     out = {"num_chains": draws.num_chains, "num_draws": draws.num_draws, "wall_s": float(draws.info.get("wall_s", np.nan)),
            "divergences": int(draws.stats["diverging"].sum()) if draws.stats else 0}
@@ -448,21 +447,26 @@ def _diagnose(dt, draws: inference.Draws, model: str) -> dict:
         out[key] = np.nan
     if draws.method != "nuts" or draws.num_draws < 4:
         return out
-    names = params + ["gain"]
+    posterior = dt["posterior"]
+
+    def draws_of(which):  # float[chain, draw, K]: the elements of ``which`` side by side
+        arrays = [np.asarray(posterior[v].values, dtype=np.float64) for v in which]
+        return np.concatenate([a.reshape(a.shape[0], a.shape[1], -1) for a in arrays], axis=2)
+
+    # ArviZ's rank-normalised R-hat and bulk / tail ESS (``az.rhat`` / ``az.ess`` on the posterior), vectorised
+    # over elements (rcp_jax.bayes.diagnostics: the same values; ArviZ loops over the elements in Python). The tail
+    # ESS is at ArviZ's default quantiles: its ``stats.ci_prob`` (0.89) and 1 - that.
+    import arviz as az
+
+    tail_prob = float(az.rcParams["stats.ci_prob"])
+    theta, gain = draws_of(params), draws_of(["gain"])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        rhat = az.rhat(dt, var_names=names)
-        bulk = az.ess(dt, var_names=names, method="bulk")
-        tail = az.ess(dt, var_names=params, method="tail")
-
-    def values(ds, which):
-        return np.concatenate([np.ravel(ds[v].values) for v in which])
-
-    out.update(
-        max_rhat=float(np.nanmax(values(rhat, params))), min_ess_bulk=float(np.nanmin(values(bulk, params))),
-        min_ess_tail=float(np.nanmin(values(tail, params))), max_rhat_gain=float(np.nanmax(rhat["gain"].values)),
-        min_ess_bulk_gain=float(np.nanmin(bulk["gain"].values)),
-    )
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN elements (padded documents)
+        out.update(
+            max_rhat=float(np.nanmax(rank_rhat(theta))), min_ess_bulk=float(np.nanmin(ess_bulk(theta))),
+            min_ess_tail=float(np.nanmin(ess_tail(theta, tail_prob))), max_rhat_gain=float(np.nanmax(rank_rhat(gain))),
+            min_ess_bulk_gain=float(np.nanmin(ess_bulk(gain))),
+        )
     return out
 
 
