@@ -116,14 +116,6 @@ def _site_names(model, model_kwargs: dict) -> tuple[list[str], list[str]]:
     return names["latent"], names["det"]
 
 
-def _latent_sites(model, model_kwargs: dict) -> list[str]:
-    return _site_names(model, model_kwargs)[0]
-
-
-def _deterministic_sites(model, model_kwargs: dict) -> list[str]:
-    return _site_names(model, model_kwargs)[1]
-
-
 def _initial_unconstrained(model, kw: dict, key, init_values: dict, jitter, radius: float) -> dict:
     """Unconstrained starting point (traceable): ``init_values`` (+ jitter) or uniform(-radius, radius)."""
     k_trace, k_noise = jax.random.split(key)

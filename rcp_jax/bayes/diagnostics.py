@@ -123,24 +123,20 @@ def _ess(x: np.ndarray) -> np.ndarray:
     # and its index stays below S - 3, so it runs J = min(J_max, first i with P_i <= 0) times
     j_max = max((s - 3) // 2, 0)
     idx = np.arange(j_max + 1)
-    pairs = np.zeros((j_max + 2, k))
+    pairs = np.empty((j_max + 1, k))  # float[J_max + 1, K]: P_0 .. P_J_max
     pairs[0] = 1.0 + rho[1]
-    if j_max:
-        pairs[1:j_max + 1] = rho[2:2 * j_max + 2:2] + rho[3:2 * j_max + 3:2]
-    stop = np.where(pairs[: j_max + 1] <= 0, idx[:, None], j_max)
-    n_run = np.minimum(stop.min(axis=0), j_max)  # int[K]: J
+    pairs[1:] = rho[2:2 * j_max + 2:2] + rho[3:2 * j_max + 3:2]
+    stop = np.where(pairs <= 0, idx[:, None], j_max)
+    n_run = stop.min(axis=0)  # int[K]: J
     # kept pairs: 0 .. J - 1 always (their successors ran), pair J when P_J >= 0 (the last one computed)
     keep = idx[:, None] < n_run[None, :]
     last = pairs[n_run, np.arange(k)]
-    kept = np.where(keep, pairs[: j_max + 1], 0.0)
     # Geyer's monotone sequence over pairs 0 .. J - 1: a running minimum of the pair sums
-    mono = np.minimum.accumulate(np.where(keep, kept, np.inf), axis=0)
-    mono = np.where(keep, mono, 0.0)
-    # the element at lag 2J: rho[2J] when pair J was kept or rho[2J] > 0 (ArviZ's "improve estimation" step)
-    even = rho[np.minimum(2 * n_run, s - 1), np.arange(k)]
-    even = np.where(n_run == 0, 1.0, even)
+    mono = np.where(keep, np.minimum.accumulate(np.where(keep, pairs, np.inf), axis=0), 0.0)
+    # the element at lag 2J: rho[2J] when pair J was kept or rho[2J] > 0 (ArviZ's "improve estimation" step);
+    # J = 0: lag 0, whose autocorrelation is 1
+    even = rho[2 * n_run, np.arange(k)]
     tail = np.where((last >= 0) | (even > 0), even, 0.0)
-    tail = np.where(n_run == 0, 1.0, tail)
     tau = -1.0 + 2.0 * mono.sum(axis=0) + tail
     tau = np.maximum(tau, 1.0 / np.log10(total))
     ess = total / tau
