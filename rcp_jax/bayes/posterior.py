@@ -528,10 +528,12 @@ def _tables(inputs, model, draws, ability, gain, theta, ci_prob):
 
 
 @contextlib.contextmanager
-def _progress_bar(enabled: bool, desc: str, num_warmup: int | None = None):
+def _progress_bar(enabled: bool, desc: str, num_warmup: int | None = None, per_chain: int | None = None):
     """A tqdm bar fed by the ``progress`` reports of :mod:`models.inference` (None when disabled).
 
-    ``num_warmup``: NUTS iterations up to it are labelled warmup, later ones sampling.
+    ``num_warmup``: NUTS iterations up to it are labelled warmup, later ones sampling. ``per_chain``: the
+    iterations of one chain; a report whose total is larger counts chains run one after another, and the
+    bar names the chain.
     """
     if not enabled:
         yield None
@@ -544,7 +546,11 @@ def _progress_bar(enabled: bool, desc: str, num_warmup: int | None = None):
     def report(done: int, total: int) -> None:
         bar.total = total
         if num_warmup is not None:
-            bar.set_postfix_str("warmup" if done <= num_warmup else "sampling", refresh=False)
+            within, label = done, ""
+            if per_chain and total > per_chain:
+                within = (done - 1) % per_chain + 1
+                label = f"chain {min((done - 1) // per_chain + 1, total // per_chain)}/{total // per_chain}, "
+            bar.set_postfix_str(label + ("warmup" if within <= num_warmup else "sampling"), refresh=False)
         else:
             bar.set_postfix_str("", refresh=False)
         bar.update(max(0, done - bar.n))  # parallel chains report once per device: keep the largest
@@ -596,7 +602,8 @@ def fit_posterior(
         bt_ridge, bt_weight: BT prior ridge and pseudo-likelihood weight (joint model; see
             :mod:`models.bayes`).
         num_warmup, num_samples, num_chains, thinning, target_accept: NUTS settings (chains run
-            vectorised on one device, in parallel when ``rcp-jax --host-devices`` gives enough devices).
+            one after another on a CPU, vectorised on an accelerator, in parallel when ``rcp-jax
+            --host-devices`` gives enough devices: :func:`models.inference.default_chain_method`).
             1,000 warmup iterations by default (Stan's default too): each query's tau and alpha are
             correlated, which a diagonal mass matrix adapts to slowly; on a simulated 50 x 60 collection
             500 left the largest of ~110 R-hats at 1.0075-1.012 over seeds 0-3, 1,000 at 1.0078-1.0093.
@@ -663,7 +670,7 @@ def fit_posterior(
     init = {k: f32(v) for k, v in init.items()}
 
     if method == "nuts":
-        with _progress_bar(progress, f"NUTS, {num_chains} chains", num_warmup) as report:
+        with _progress_bar(progress, f"NUTS, {num_chains} chains", num_warmup, num_warmup + num_samples) as report:
             draws = inference.run_nuts(
                 mfn, kwargs, seed=seed, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                 thinning=thinning, init_values=init, target_accept=target_accept, progress=report,

@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draws", type=int, default=500,
                    help="posterior draws per chain (nuts) or from the fitted guide (svi/laplace); default 500")
     p.add_argument("--chains", type=int, default=4,
-                   help="NUTS chains (vectorised on one device, so 4 cost about the wall time of 2; default 4)")
+                   help="NUTS chains (default 4): one after another on CPU, vectorised on a GPU, in parallel "
+                        "with --host-devices >= chains (before the command)")
     p.add_argument("--svi-steps", type=int, default=3000, help="optimisation steps of svi/laplace (default 3000)")
     p.add_argument("--seed", type=int, default=0, help="inference seed (nuts/svi/laplace; default 0)")
     p.add_argument("--keep-flagged", action="store_true",

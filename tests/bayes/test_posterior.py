@@ -198,7 +198,9 @@ def test_rubric_only_posterior(collection):
         warnings.simplefilter("ignore")
         post = fit_posterior(None, small, num_warmup=200, num_samples=200, seed=3)
     assert post.model == "rubric_only" and post.diagnostics["divergences"] == 0
-    assert post.diagnostics["max_rhat"] < 1.02
+    # the largest of ~490 rank-normalised R-hats from 4 x 200 draws: seeds 3-6 gave 1.007-1.021 (1.007-1.013
+    # with vectorised chains); chains that fail to mix give > 1.1
+    assert post.diagnostics["max_rhat"] < 1.03
     np.testing.assert_allclose(post.items["gamma_mean"].sum(), 5.0, rtol=1e-3)
     ml = rcp_jax.fit_rubric_only(small)
     assert np.abs(post.items["beta_mean"] - ml.beta).max() < 0.5

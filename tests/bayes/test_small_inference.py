@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from scipy import stats
 
 from models import bayes, inference
@@ -25,7 +26,22 @@ def test_nuts_is_reproducible_with_an_explicit_seed():
     c_ = inference.run_nuts(bayes.calibration_model, kw, seed=6, num_warmup=50, num_samples=20, num_chains=2)
     np.testing.assert_array_equal(a.samples["gamma"], b.samples["gamma"])
     assert not np.array_equal(a.samples["gamma"], c_.samples["gamma"])
-    assert a.samples["tau"].shape == (2, 20, 3) and a.info["chain_method"] == "vectorized"
+    assert a.samples["tau"].shape == (2, 20, 3) and a.info["chain_method"] == "sequential"  # the CPU default
+
+
+def test_sequential_and_vectorised_chains_start_alike_and_are_each_reproducible():
+    kw = tiny_calibration_data(seed=0)
+    settings = dict(seed=5, num_warmup=0, num_samples=3, num_chains=2)
+    seq = inference.run_nuts(bayes.calibration_model, kw, chain_method="sequential", **settings)
+    vec = inference.run_nuts(bayes.calibration_model, kw, chain_method="vectorized", **settings)
+    # each chain has its own key whichever way the chains are run: the same start and first transitions
+    assert vec.info["chain_method"] == "vectorized"
+    np.testing.assert_allclose(seq.samples["tau"], vec.samples["tau"], rtol=1e-5)
+    assert not np.allclose(seq.samples["tau"][0], seq.samples["tau"][1])  # two distinct chains
+    again = inference.run_nuts(bayes.calibration_model, kw, chain_method="sequential", **settings)
+    np.testing.assert_array_equal(seq.samples["tau"], again.samples["tau"])
+    with pytest.raises(ValueError, match="chain_method must be"):
+        inference.run_nuts(bayes.calibration_model, kw, chain_method="serial", **settings)
 
 
 def test_nuts_progress_reports_reach_the_end_and_leave_the_draws_unchanged():
@@ -36,13 +52,20 @@ def test_nuts_progress_reports_reach_the_end_and_leave_the_draws_unchanged():
     with_bar = inference.run_nuts(bayes.calibration_model, kw, progress=lambda i, total: seen.append((i, total)), **settings)
     plain = inference.run_nuts(bayes.calibration_model, kw, **settings)
     np.testing.assert_array_equal(with_bar.samples["gamma"], plain.samples["gamma"])
-    assert seen and {t for _, t in seen} == {70}
+    # sequential chains (the CPU default) report one after another: 2 chains x 70 iterations
+    assert seen and {t for _, t in seen} == {140}
     iterations = [i for i, _ in seen]
-    assert iterations == sorted(set(iterations)) and iterations[-1] == 70  # once per report, not per chain
-    assert len(iterations) == 70  # total // 100 = 0 -> every 1: a report every iteration
+    assert iterations == sorted(set(iterations)) and iterations[-1] == 140  # the second chain after the first
+    assert len(iterations) == 140  # total // 100 = 1: a report every iteration
     assert inference._PROGRESS_HOOK[0] is None  # cleared: a later run without progress reports nothing
     inference.run_nuts(bayes.calibration_model, kw, progress=None, **{**settings, "seed": 6})
-    assert len(seen) == 70
+    assert len(seen) == 140
+    # vectorised chains share their iterations: one report per iteration, not per chain (the settings of the
+    # test above: its compiled program)
+    seen.clear()
+    inference.run_nuts(bayes.calibration_model, kw, progress=lambda i, total: seen.append((i, total)),
+                       chain_method="vectorized", **{**settings, "num_warmup": 0, "num_samples": 3})
+    assert seen == [(1, 3), (2, 3), (3, 3)]
 
 
 def test_svi_progress_reports_and_the_loop_is_svi_runs():
