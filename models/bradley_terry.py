@@ -773,6 +773,12 @@ def _default_threads() -> int:
 BLOCK_QUERIES = 16
 #: Fewest window slots per query on the per-query path (:func:`_slot_bucket`).
 MIN_SLOTS = 64
+#: Pools of at most this many documents (the smallest pool-size bucket) are fitted with windows of at least
+#: :data:`SMALL_POOL_WIDTH` slots (padded with empty slots): a table of small pools has the width of its
+#: largest window, and padded so, tables of 2- to 10-document windows share one compiled program per
+#: dtype (~2 s of XLA each) at no measurable cost for pools that small.
+SMALL_POOL_DOCS = 16
+SMALL_POOL_WIDTH = 10
 
 
 def _slot_bucket(n: int) -> int:
@@ -901,7 +907,8 @@ def fit_windows(
     every compiled call fits a fixed block of :data:`BLOCK_QUERIES` queries (times the devices), each with
     a power-of-two number of window slots, at least :data:`MIN_SLOTS` (:func:`_slot_bucket`; padding slots
     cost nothing), so refits with other query counts, and most with other window counts, reuse the
-    compiled program of their pool-size bucket, width and dtype. With ``chunk=None`` each call fits a
+    compiled program of their pool-size bucket, width and dtype (pools of at most :data:`SMALL_POOL_DOCS`
+    documents: a width of at least :data:`SMALL_POOL_WIDTH`). With ``chunk=None`` each call fits a
     power-of-two number of queries (at most ``max_batch_cells / N^2``) together, with
     :func:`_window_slots` slots.
     """
@@ -938,6 +945,7 @@ def fit_windows(
         slot[np.argsort(window_query, kind="stable")] = within
     width = doc_index.shape[1]
     local = np.full(n_q, -1, dtype=np.int64)
+    narrow = None  # (doc_index, scores) padded to SMALL_POOL_WIDTH slots, made when a small pool needs it
 
     sizes = np.array([_bucket_size(int(n)) for n in n_docs])
     with jax.enable_x64(x64):
@@ -964,7 +972,13 @@ def fit_windows(
                 rows = np.flatnonzero(local[window_query] >= 0) if len(part) < n_q else np.arange(len(window_query))
                 lq = local[window_query[rows]]
                 local[part] = -1
-                windows = _PaddedWindows(doc_index, scores, rows, lq, slot[rows], v, np_dtype)
+                di, sc = doc_index, scores
+                if size <= SMALL_POOL_DOCS and width < SMALL_POOL_WIDTH:
+                    if narrow is None:
+                        pad = ((0, 0), (0, SMALL_POOL_WIDTH - width))
+                        narrow = np.pad(doc_index, pad, constant_values=-1), np.pad(scores, pad)
+                    di, sc = narrow
+                windows = _PaddedWindows(di, sc, rows, lq, slot[rows], v, np_dtype)
                 m = np.zeros((q_pad, size), dtype=bool)
                 m[: len(part)] = np.arange(size)[None, :] < n_docs[part][:, None]
                 if chunk is None and n_dev == 1:

@@ -11,6 +11,9 @@ the padding that makes it so changes no estimate.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +22,9 @@ import pytest
 from models import bradley_terry as bt
 from models import irt
 from models.simulate import simulate_judgements
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_bradley_terry import scipy_bt  # noqa: E402  (the objective written pair by pair, minimised in float64)
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +57,23 @@ def test_bt_refits_with_other_query_and_window_counts_reuse_one_program(sims):
     np.testing.assert_array_equal(alone.theta[0, :n], first.theta[q, :n])
     np.testing.assert_array_equal(alone.se[0, :n], first.se[q, :n])
     assert alone.iterations[0] == first.iterations[q]
+
+
+def test_small_pools_of_any_window_width_share_one_program_and_keep_their_estimates():
+    # pools of 4 to 9 documents: windows of 4 to 9 slots, all padded to SMALL_POOL_WIDTH in the 16-document bucket
+    fits, sizes = [], []
+    for n in (9, 4, 6):
+        sim = simulate_judgements(n, [n] * 5, tournament_placements=6, rubric_placements=3)
+        assert (sim.window_docs[:, n:] == -1).all() and n < bt.SMALL_POOL_WIDTH
+        docs, scores = sim.window_docs[:, :n], sim.window_scores[:, :n]  # a table of n-document windows
+        fits.append((docs, scores, sim.window_query, bt.fit_windows(docs, scores, sim.window_query, [n] * 5)))
+        sizes.append(bt._fit_block_jit._cache_size())
+    assert sizes[1] == sizes[2] == sizes[0]  # one program for all three widths (the first may have compiled it)
+    for docs, scores, query, fit in fits:  # padding slots carry no pair: each query's optimum (float64 L-BFGS)
+        n = docs.shape[1]
+        for q in range(5):
+            ref = scipy_bt(docs[query == q], scores[query == q], n)
+            np.testing.assert_allclose(fit.theta[q, :n], ref, atol=1e-4)
 
 
 def test_bt_slot_buckets_are_coarse_powers_of_two():
