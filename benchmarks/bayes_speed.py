@@ -3,8 +3,8 @@
 For 10, 100 and 1000 queries (``--docs`` documents each, simulated by
 :func:`models.simulate.simulate_judgements`), fits
 
-* the frozen-BT 2PL calibration (:func:`models.bayes.calibration_model`) by NUTS (4 chains vectorised
-  on one device, started at the MAP), SVI with an AutoNormal guide and a Laplace approximation;
+* the frozen-BT 2PL calibration (:func:`models.bayes.calibration_model`) by NUTS (4 chains, one after
+  another on CPU and vectorised on a GPU: ``models.inference.default_chain_method``; started at the MAP), SVI with an AutoNormal guide and a Laplace approximation;
 * the joint model (:func:`models.bayes.joint_model`) by NUTS (up to ``--joint-nuts-max`` queries) and SVI,
   in both coordinates of its latent scores (``joint``: BT contrasts; ``joint-ability``: contrasts of the
   calibrated ability ``tau theta``, ``param="ability"``).
@@ -124,7 +124,8 @@ def main(argv=None) -> int:
     rows = []
     device = jax.devices()[0]
     print(f"backend {jax.default_backend()} ({device.device_kind}), {jax.device_count()} device(s), "
-          f"{args.docs} documents per query, NUTS {args.chains} chains vectorised")
+          f"{args.docs} documents per query, NUTS {args.chains} chains "
+          f"{inference.default_chain_method(args.chains)}")
     header = (f"{'model':<14}{'method':<9}{'queries':>8}{'warmup':>7}{'draws':>7}{'cold s':>9}{'warm s':>9}"
               f"{'min ESS':>9}{'ESS/s':>8}{'R-hat':>7}{'div':>5}  agreement with NUTS")
     print(header)
