@@ -341,7 +341,8 @@ def run_nuts(
     chain_method: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Draws:
-    """NUTS with chains vectorised on one device (parallel where enough devices exist).
+    """NUTS with several chains: one after another on CPU, vectorised on an accelerator, in parallel where
+    enough devices exist (:func:`default_chain_method`).
 
     The whole run - initialisation, warmup with step-size and diagonal mass-matrix adaptation,
     sampling, the map back to constrained values - is one jit-compiled program, cached per model,
@@ -361,13 +362,15 @@ def run_nuts(
         target_accept, max_tree_depth, dense_mass: NUTS settings.
         chain_method: ``sequential`` (one program runs the chains one after another with ``lax.map``),
             ``vectorized`` (one program advances every chain in lockstep with ``vmap``) or ``parallel``
-            (``pmap``, one chain per device); default :func:`default_chain_method`. The same seed gives
-            the same chains in each (up to float rounding of the vectorised arithmetic).
+            (``pmap``, one chain per device); default :func:`default_chain_method`. Chain ``c`` gets the
+            same key in each, so the chains start alike, but the methods round floats differently and
+            NUTS trajectories amplify that: their draws differ (each is reproducible on its own).
         progress: called on the host as ``progress(iteration, total)`` about 100 times during the run
             (iterations warmup included: per chain with ``vectorized`` and ``parallel`` chains, where
             ``parallel`` chains report once per device, so keep the largest iteration seen; over all
-            chains with ``sequential`` ones, ``total = num_chains * (num_warmup + num_samples)``). The same compiled program with or without it (the reports go to
-            nobody without it), so the draws are identical. One run at a time: concurrent runs in threads
+            chains with ``sequential`` ones, ``total = num_chains * (num_warmup + num_samples)``). The
+            same compiled program with or without it (the reports go to nobody without it), so the draws
+            are identical. One run at a time: concurrent runs in threads
             share the hook.
 
     Returns:
