@@ -246,7 +246,20 @@ def _encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     else:
         names = np.full((n_win, width), -1, dtype=d_code.dtype)
         names[win, slot] = d_code
-    twice = _twice(names)
+    # the duplicate check on the pool (numpy compares without the GIL) while the documents are numbered here;
+    # a refusal is raised before anything is returned, in the same order as before (a repeated document first)
+    twice_job = id_pool().submit(_twice, names)
+    first_q = np.full(n_q, n_rows, dtype=np.int64)
+    np.minimum.at(first_q, qh_code, q_heads)
+    cell = names >= 0
+    full = bool(cell.all())
+    owner = _owner_by_ranges(d_code, q_heads, qh_code, n_d)
+    one_query = owner is not None
+    numbered = None
+    if one_query:
+        cell_name = names.ravel() if full else names[cell]
+        numbered = _first_numbers(cell_name, n_d)  # pair number of each document, canonical order
+    twice = twice_job.result()
     if (twice.any() or (sizes < 2).any()) and win is None:
         win, slot = _rows_of_runs(heads, runs, n_rows)
     if twice.any():
@@ -266,12 +279,6 @@ def _encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
             f"window {_id_at(w_col, first)!r} of query {_id_at(q_col, first)!r} has a single document; a window "
             f"needs at least two documents to compare (drop it)"
         )
-    first_q = np.full(n_q, n_rows, dtype=np.int64)
-    np.minimum.at(first_q, qh_code, q_heads)
-    cell = names >= 0
-    full = bool(cell.all())
-    owner = _owner_by_ranges(d_code, q_heads, qh_code, n_d)
-    one_query = owner is not None
     if owner is None:
         q_code = row_queries()
         owner = np.zeros(n_d, dtype=q_code.dtype)
@@ -280,8 +287,10 @@ def _encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     if one_query:
         # every document id belongs to one query: it is the pair's key, and the pairs in order of first
         # appearance in the input are the document codes in order
-        cell_name = names.ravel() if full else names[cell]
-        number = _first_numbers(cell_name, n_d)  # pair number of each document, canonical order
+        if numbered is None:
+            cell_name = names.ravel() if full else names[cell]
+            numbered = _first_numbers(cell_name, n_d)  # pair number of each document, canonical order
+        number = numbered
         n_docs = np.bincount(owner, minlength=n_q)
         local = number - (np.cumsum(n_docs) - n_docs)[owner]
         doc_index = local.astype(np.int32)[names]
@@ -438,7 +447,7 @@ def _first_numbers(keys: np.ndarray, upper: int) -> np.ndarray:
     np.minimum.at(first, keys, np.arange(n, dtype=small))
     if upper and int(first.max()) < n:  # every key appears: numbers are the ranks of the distinct first rows
         number = np.empty(upper, dtype=np.int64)
-        number[np.argsort(first, kind="stable")] = np.arange(upper)
+        number[np.argsort(first)] = np.arange(upper)  # distinct values: any sort gives this order (quicksort: 1/3)
         return number
     is_first = np.zeros(n + 1, dtype=np.int8)
     is_first[first] = 1
