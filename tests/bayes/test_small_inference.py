@@ -34,7 +34,8 @@ def test_sequential_and_vectorised_chains_start_alike_and_are_each_reproducible(
     settings = dict(seed=5, num_warmup=0, num_samples=3, num_chains=2)
     seq = inference.run_nuts(bayes.calibration_model, kw, chain_method="sequential", **settings)
     vec = inference.run_nuts(bayes.calibration_model, kw, chain_method="vectorized", **settings)
-    # each chain has its own key whichever way the chains are run: the same start and first transitions
+    # each chain has its own key whichever way the chains are run, so the same start (drawn from the chain's key);
+    # without warmup the first trajectories stay short enough that rounding has not yet moved them
     assert vec.info["chain_method"] == "vectorized"
     np.testing.assert_allclose(seq.samples["tau"], vec.samples["tau"], rtol=1e-5)
     assert not np.allclose(seq.samples["tau"][0], seq.samples["tau"][1])  # two distinct chains
