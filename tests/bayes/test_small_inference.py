@@ -45,6 +45,22 @@ def test_sequential_and_vectorised_chains_start_alike_and_are_each_reproducible(
         inference.run_nuts(bayes.calibration_model, kw, chain_method="serial", **settings)
 
 
+def test_batched_runs_vectorised_as_on_an_accelerator():
+    # the accelerators' default (the CPU's, sequential, is the SBC test's): one chain per dataset, own keys
+    rng = np.random.default_rng(3)
+    batch = {"theta": jnp.asarray(rng.normal(size=(2, 3, 8)), jnp.float32),
+             "passes": jnp.asarray(rng.integers(0, 3, (2, 3, 8, 5)), jnp.float32)}
+    static = {"trials": jnp.full((3, 8, 5), 2.0)}
+    settings = dict(seed=4, num_warmup=10, num_samples=4, chain_method="vectorized")
+    vec = inference.run_nuts_batched(bayes.calibration_model, batch, static, **settings)
+    again = inference.run_nuts_batched(bayes.calibration_model, batch, static, **settings)
+    assert vec.info["chain_method"] == "vectorized" and vec.samples["tau"].shape == (2, 4, 3)
+    np.testing.assert_array_equal(vec.samples["tau"], again.samples["tau"])
+    assert np.isfinite(vec.samples["gamma"]).all() and not np.allclose(vec.samples["tau"][0], vec.samples["tau"][1])
+    with pytest.raises(ValueError, match="chain_method must be"):
+        inference.run_nuts_batched(bayes.calibration_model, batch, static, **{**settings, "chain_method": "parallel"})
+
+
 def test_nuts_progress_reports_reach_the_end_and_leave_the_draws_unchanged():
     kw = tiny_calibration_data(seed=1)
     seen = []
