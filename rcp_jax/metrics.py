@@ -168,6 +168,12 @@ def _group_order(group: np.ndarray, score: np.ndarray, secondary: np.ndarray) ->
     return order if perm is None else perm[order]
 
 
+def _without_subnormals(gains: np.ndarray) -> np.ndarray:
+    """``gains`` float64[n] with subnormal values (0 < |g| < ~2.2e-308) set to 0 (a copy only when there are any)."""
+    tiny = np.abs(gains) < np.finfo(np.float64).tiny
+    return np.where(tiny, 0.0, gains) if tiny.any() else gains
+
+
 def ndcg_flat(
     group: np.ndarray,
     score: np.ndarray,
@@ -197,6 +203,10 @@ def ndcg_flat(
 
     Returns:
         (ndcg float64[n_groups], idcg float64[n_ideal]); nDCG is 0 where IDCG is 0.
+
+    Gains below the smallest normal float64 (~2.2e-308, i.e. subnormal ones) count as 0: the sums of DCG
+    cannot resolve them (the mean of a tie of 0 and 5e-324 rounds to 0, while an order putting 5e-324 first
+    scores 1), so such a gain would make nDCG depend on how the arithmetic underflows.
     """
     if ties not in TIE_RULES:
         raise DataError(f"unknown tie rule {ties!r}; choose one of {', '.join(TIE_RULES)}")
@@ -204,7 +214,7 @@ def ndcg_flat(
         raise DataError(f"k must be >= 1, got {k}")
     group = np.asarray(group, dtype=np.int64)
     score = np.asarray(score, dtype=np.float64)
-    gain_ = np.asarray(gain_, dtype=np.float64)
+    gain_ = _without_subnormals(np.asarray(gain_, dtype=np.float64))
     tie_key = np.asarray(tie_key, dtype=np.int64)
     disc = discounts(k)
 
@@ -234,7 +244,7 @@ def ndcg_flat(
     dcg = np.bincount(g_sorted, weights=gain_sorted * row_disc, minlength=n_groups)
 
     ideal_group = np.asarray(ideal_group, dtype=np.int64)
-    ideal_gain = np.asarray(ideal_gain, dtype=np.float64)
+    ideal_gain = _without_subnormals(np.asarray(ideal_gain, dtype=np.float64))
     n_ideal = int(ideal_group.max()) + 1 if ideal_group.size else 0
     if ideal_of_group is None:
         n_ideal = max(n_ideal, n_groups)
