@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -213,6 +213,10 @@ def test_adaptive_window_is_the_largest_value_segment():
     values=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40),
     k=st.integers(2, 12),
     count=st.integers(1, 6),
+)
+@example(  # found by this test (another hypothesis seed): after decay, 0.78 and 0.78 summed to 0.7799999999999999
+    # and 0.78, and the second start was taken; the later picks then differed from the greedy reference
+    values=[1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.5], k=6, count=4,
 )
 def test_pick_segments_is_the_greedy_maximum(values, k, count):
     v = list(values)

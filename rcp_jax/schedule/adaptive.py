@@ -35,13 +35,18 @@ def boundary_values(theta_sorted: np.ndarray, co_adjacent: np.ndarray) -> np.nda
     return q * (1.0 - q) / np.log2(r + 1.0) / (1.0 + co_adjacent)
 
 
+#: Relative tolerance within which :func:`pick_segments` treats summed values as tied.
+TIE_RTOL = 1e-12
+
+
 def pick_segments(values: np.ndarray, k: int, count: int, decay: float = 0.3) -> list[int]:
     """Greedy choice of ``count`` windows of ``k`` consecutive ranks by summed boundary value.
 
     A window starting at (0-based) rank ``s`` covers ranks ``s..s+k-1`` and boundaries ``s..s+k-2``
     (boundary ``b`` lies between ranks ``b`` and ``b+1``). Each step takes the start with the largest
-    summed value (the first on ties), stops early when that sum is ``<= 0``, then multiplies the
-    covered boundaries' values by ``decay``.
+    summed value (the first on ties: sums within a relative 1e-12 of the largest are tied, so equal sums
+    that round differently in the summation still go to the first), stops early when that sum is ``<= 0``,
+    then multiplies the covered boundaries' values by ``decay``.
 
     Args:
         values: float[M-1] boundary values (:func:`boundary_values`). k: window size, ``2 <= k <= M``.
@@ -56,9 +61,10 @@ def pick_segments(values: np.ndarray, k: int, count: int, decay: float = 0.3) ->
         return starts
     for _ in range(count):
         sums = np.lib.stride_tricks.sliding_window_view(v, span).sum(axis=1)
-        s = int(np.argmax(sums))
-        if not sums[s] > 0.0:
+        best = sums.max()
+        if not best > 0.0:
             break
+        s = int(np.flatnonzero(sums >= best - TIE_RTOL * best)[0])
         starts.append(s)
         v[s : s + span] *= decay
     return starts
