@@ -44,8 +44,8 @@ def pick_segments(values: np.ndarray, k: int, count: int, decay: float = 0.3) ->
 
     A window starting at (0-based) rank ``s`` covers ranks ``s..s+k-1`` and boundaries ``s..s+k-2``
     (boundary ``b`` lies between ranks ``b`` and ``b+1``). Each step takes the start with the largest
-    summed value (the first on ties: sums within a relative 1e-12 of the largest are tied, so equal sums
-    that round differently in the summation still go to the first), stops early when that sum is ``<= 0``,
+    summed value (the first on ties: sums within a relative :data:`TIE_RTOL` of the largest are tied, so
+    equal sums that round differently in the summation still go to the first), stops early when that sum is ``<= 0``,
     then multiplies the covered boundaries' values by ``decay``.
 
     Args:
