@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import partial
 
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
 from models import bradley_terry
+from rcp_jax.data.task_queue import TaskQueue
 from rcp_jax.data.table_checks import (
-    arrow_ids, finite_column, id_codes, id_pool, id_strings, run_heads, show, small_pages, start_chunk_codes,
+    ChunkCodes, change_bits, finite_column, id_codes, id_codes_at, id_helpers, id_pool, id_strings, run_cuts,
+    run_starts, show, small_pages, start_chunk_codes,
 )
 from rcp_jax.errors import DataError
 
@@ -137,21 +140,43 @@ _TWICE_ROWS = 1 << 14
 
 
 def _twice(names: np.ndarray) -> np.ndarray:
-    """bool[W]: windows of ``names`` int[W, w] (-1 = empty slot) that hold some document twice. Compares
-    every pair of slots, one contiguous column against another, in blocks of :data:`_TWICE_ROWS` windows
-    (each block transposed once, in cache)."""
-    small = np.int32 if names.size == 0 or int(names.max()) < 2**31 - 1 else np.int64
+    """bool[W]: windows of ``names`` int[W, w] (-1 = empty slot) that hold some document twice. Compares the
+    slots ``d`` apart for each ``d`` (one comparison of two column blocks each), in blocks of
+    :data:`_TWICE_ROWS` windows transposed once (in cache), in the narrowest integer type that holds the codes."""
     n, w = names.shape
+    if names.size == 0:
+        return np.zeros(n, dtype=bool)
+    low, top = int(names.min()), int(names.max())
+    small = np.int16 if top < 2**15 - 1 else np.int32 if top < 2**31 - 1 else np.int64
     twice = np.zeros(n, dtype=bool)
     for a in range(0, n, _TWICE_ROWS):
         columns = np.ascontiguousarray(names[a : a + _TWICE_ROWS].T, dtype=small)
         out = twice[a : a + _TWICE_ROWS]
-        for i in range(w - 1):
-            hit = columns[i] == columns[i + 1]
-            for j in range(i + 2, w):
-                hit |= columns[i] == columns[j]
-            out |= hit & (columns[i] >= 0)
+        for d in range(1, w):
+            same = columns[d:] == columns[:-d]  # slot i against slot i + d, every i at once
+            if low < 0:
+                same &= columns[:-d] >= 0  # two empty slots are not a document twice
+            out |= same.any(axis=0)
     return twice
+
+
+def _with_starts(heads: np.ndarray, more: np.ndarray) -> np.ndarray:
+    """int64[H']: the sorted union of the sorted distinct row numbers ``heads`` int64[H] and ``more`` int64[M]
+    (M small: the query runs' first rows, most of them first rows of window runs already)."""
+    at = np.searchsorted(heads, more)
+    new = np.ones(len(more), dtype=bool)
+    inside = at < len(heads)
+    new[inside] = heads[at[inside]] != more[inside]
+    return np.insert(heads, at[new], more[new]) if new.any() else heads
+
+
+def _window_runs(w_col: pd.Series) -> tuple[np.ndarray, np.ndarray, pd.Index]:
+    """``(heads int64[H], codes int64[H], names)``: the first rows of the runs of the window id
+    (:func:`change_bits`, :func:`run_starts`), and their sorted codes and names (:func:`id_codes_at`). Runs
+    on the id thread pool while the query ids are compared."""
+    heads = run_starts(len(w_col), change_bits(w_col))
+    codes, names = id_codes_at(w_col, heads, sort=True)
+    return heads, codes, names
 
 
 def _codes_or_refuse(codes: np.ndarray, rows: np.ndarray | None, frame: pd.DataFrame, col: str) -> None:
@@ -174,10 +199,14 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
 
     Ids come in runs (a window's rows are contiguous, a query's windows too): the query and window ids are
     compared with the previous row's and only the run heads are factorized; the document ids are
-    factorized once, in chunks of whole queries on a thread pool when each query is one run of rows
-    (:func:`rcp_jax.data.table_checks.start_chunk_codes`). Id columns of any type are read as strings (:func:`rcp_jax.data.table_checks.id_codes`:
-    integers and categoricals by their distinct values). The temporaries are allocated without numpy's
-    huge-page advice (:func:`rcp_jax.data.table_checks.small_pages`).
+    factorized once, in chunks of whole queries when each query is one run of rows
+    (:func:`rcp_jax.data.table_checks.start_chunk_codes`). In the usual table (every window one run of
+    equal width) each chunk's documents are then numbered and its windows laid out as soon as it is coded,
+    in cache (:class:`_ChunkNumbering`). The work is shared by one thread per core
+    (:class:`rcp_jax.data.task_queue.TaskQueue`: the calling thread and id-pool workers). Id columns of any
+    type are read as strings (:func:`rcp_jax.data.table_checks.id_codes`: integers and categoricals by their
+    distinct values). The temporaries are allocated without numpy's huge-page advice
+    (:func:`rcp_jax.data.table_checks.small_pages`).
     """
     with small_pages():
         return _encode_window_scores(window_scores)
@@ -186,24 +215,43 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
 def _encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     """:func:`encode_window_scores` (its body)."""
     _require_columns(window_scores, WINDOW_COLUMNS, "window scores")
-    score, row = finite_column(window_scores, "score")
-    if row is not None:
-        raise DataError(
-            f"score of document {str(row.doc_id)!r} in window {str(row.window_id)!r} of query {str(row.query_id)!r} "
-            f"is {show(row.score)}; scores must be finite numbers (re-judge the window or drop it)"
-        )
-    n_rows = len(score)
     q_col, w_col, d_col = (window_scores[c] for c in ("query_id", "window_id", "doc_id"))
-    w_job = id_pool().submit(run_heads, w_col)  # pyarrow compares without the GIL: beside the query ids
-    q_change = run_heads(q_col)
-    q_heads = np.flatnonzero(q_change)
-    qh_code, q_names = id_codes(q_col.take(q_heads), sort=True)
+    # one thread per core shares the work (TaskQueue); a helper finds the window runs (pyarrow compares
+    # without the GIL) while the scores and the query ids are checked here
+    with TaskQueue(id_pool(), id_helpers()) as queue:
+        w_task = queue.add(partial(_window_runs, w_col))
+        score, row = finite_column(window_scores, "score")
+        if row is not None:
+            raise DataError(
+                f"score of document {str(row.doc_id)!r} in window {str(row.window_id)!r} of query "
+                f"{str(row.query_id)!r} is {show(row.score)}; scores must be finite numbers (re-judge the window "
+                f"or drop it)"
+            )
+        return _encode_on(queue, w_task, window_scores, score, q_col, w_col, d_col)
+
+
+def _encode_on(
+    queue: TaskQueue, w_task: int, window_scores: pd.DataFrame, score: np.ndarray, q_col: pd.Series,
+    w_col: pd.Series, d_col: pd.Series,
+) -> WindowArrays:
+    """:func:`encode_window_scores` (its body) once the scores are checked, its work shared through ``queue``
+    (task ``w_task``: :func:`_window_runs`)."""
+    n_rows = len(score)
+    q_bits = change_bits(q_col)
+    q_heads = run_starts(n_rows, q_bits)
+    qh_code, q_names = id_codes_at(q_col, q_heads, sort=True)
     _codes_or_refuse(qh_code, q_heads, window_scores, "query_id")
-    # each query one run of rows: the document ids are hashed in chunks of whole queries on the thread pool
-    # (codes of (chunk, id): a query's documents are in one chunk), while the windows are found here
-    pending = start_chunk_codes(d_col, q_heads) if len(q_heads) == len(q_names) else None
-    heads = np.flatnonzero(w_job.result() | q_change)
-    head_w, w_names = id_codes(w_col.take(heads), sort=True)
+    # each query one run of rows: the document ids are hashed in chunks of whole queries, tasks of the queue
+    # (codes of (chunk, id): a query's documents are in one chunk); they start here while the window runs
+    # are found
+    pending = start_chunk_codes(d_col, q_heads, queue=queue) if len(q_heads) == len(q_names) else None
+    while not queue.done(w_task) and queue.run_next():
+        pass
+    w_heads, w_code, w_names = queue.result(w_task)
+    heads = _with_starts(w_heads, q_heads)
+    # the window id of each run: that of the last window-id change at or before it (a query's first run
+    # may keep the window id of the run before it)
+    head_w = w_code if len(heads) == len(w_heads) else w_code[np.searchsorted(w_heads, heads, side="right") - 1]
     _codes_or_refuse(head_w, heads, window_scores, "window_id")
     if pending is None:
         d_code, d_names = id_codes(d_col, sort=False)
@@ -211,7 +259,9 @@ def _encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     if len(q_names) < 2**31 - 1:  # per-row codes in int32: half the memory traffic at millions of rows
         qh_code = qh_code.astype(np.int32)
     # each window run's query run: every query run starts at a window-run head, so count those starts
-    q_run_of_head = np.cumsum(q_change[heads], dtype=np.int64) - 1
+    q_start = np.zeros(len(heads), dtype=np.int64)
+    q_start[np.searchsorted(heads, q_heads)] = 1
+    q_run_of_head = np.cumsum(q_start) - 1
     head_q = qh_code[q_run_of_head].astype(np.int64)
 
     def row_queries() -> np.ndarray:
@@ -229,15 +279,28 @@ def _encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
         window_query[win] = row_queries()
     width = max(int(sizes.max()) if n_win else 1, 1)
     gather = runs is not None and n_rows == n_win * width  # every window one run of `width` rows
-    if gather:
-        scores = np.take(score.reshape(n_win, width), runs, axis=0)  # take: ~3x a fancy index of rows
-    else:
+    if not gather:
         if win is None:
             win, slot = _rows_of_runs(heads, runs, n_rows)
         scores = np.zeros((n_win, width))
         scores[win, slot] = score
+    if pending is not None and gather and width >= 2:  # the usual table: number each chunk once it is coded
+        by_chunks = _ChunkNumbering(queue, pending, runs, width, q_heads, qh_code, score).result()
+        if by_chunks is not None:
+            doc_index, scores, local, owner = by_chunks
+            first_q = np.full(len(q_names), n_rows, dtype=np.int64)
+            np.minimum.at(first_q, qh_code, q_heads)
+            return WindowArrays(
+                doc_index=doc_index, scores=scores,
+                window_query=window_query, n_docs=np.bincount(owner, minlength=len(q_names)), query_names=q_names,
+                query_order=np.argsort(first_q, kind="stable"), pair_query=owner, pair_doc=local,
+                pair_doc_id=pending.names(),
+            )
+    if gather:
+        scores = np.take(score.reshape(n_win, width), runs, axis=0)  # take: ~3x a fancy index of rows
     if pending is not None:  # the windows are laid out: now the document codes are needed
         d_code, d_names = pending()
+    queue.finish()  # the helpers go back to the pool (its workers check windows below)
     if len(d_names) < 2**31 - 1:
         d_code = d_code.astype(np.int32, copy=False)
     n_q, n_d = len(q_names), len(d_names)
@@ -253,11 +316,13 @@ def _encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     np.minimum.at(first_q, qh_code, q_heads)
     cell = names >= 0
     full = bool(cell.all())
+    # the codes as indices (intp): numpy's gathers and np.minimum.at skip a cast of every index
+    index = names.astype(np.intp) if full else np.where(cell, names, 0).astype(np.intp)
     owner = _owner_by_ranges(d_code, q_heads, qh_code, n_d)
     one_query = owner is not None
     numbered = None
     if one_query:
-        cell_name = names.ravel() if full else names[cell]
+        cell_name = index.ravel() if full else index[cell]
         numbered = _first_numbers(cell_name, n_d)  # pair number of each document, canonical order
     twice = twice_job.result()
     if (twice.any() or (sizes < 2).any()) and win is None:
@@ -288,12 +353,12 @@ def _encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
         # every document id belongs to one query: it is the pair's key, and the pairs in order of first
         # appearance in the input are the document codes in order
         if numbered is None:
-            cell_name = names.ravel() if full else names[cell]
+            cell_name = index.ravel() if full else index[cell]
             numbered = _first_numbers(cell_name, n_d)  # pair number of each document, canonical order
         number = numbered
         n_docs = np.bincount(owner, minlength=n_q)
         local = number - (np.cumsum(n_docs) - n_docs)[owner]
-        doc_index = local.astype(np.int32)[names]
+        doc_index = local.astype(np.int32)[index]
         if not full:
             doc_index[~cell] = -1
         pair_query, pair_doc, pair_doc_id = owner.astype(np.int64), local, d_names
@@ -360,30 +425,12 @@ PIPE_FIRST_ROWS = 1 << 18
 def _query_cuts(column: pd.Series, first: int, rows: int) -> np.ndarray | None:
     """int64[C + 1]: cuts of an arrow-string query-id column (no missing cells) at the first query boundary
     at or after rows ``first``, ``first + rows``, ... (first 0, last ``n``); None for other columns or when
-    the table would be one chunk. Each boundary is found by comparing a short stretch of ids after the target
-    row with the id before it (pyarrow), not by a pass over the column."""
-    values = arrow_ids(column)
-    n = len(column)
-    if values is None or n <= first + rows // 2:
+    the table would be one chunk (:func:`rcp_jax.data.table_checks.run_cuts`, which finds each boundary
+    without a pass over the column)."""
+    if len(column) <= first + rows // 2:
         return None
-    import pyarrow.compute as pc
-
-    cuts = [0]
-    target = first
-    while target < n:
-        at, span, before = target, 4096, values[target - 1]
-        while at < n:
-            hit = pc.index(pc.not_equal(values.slice(at, span), before), True).as_py()
-            if hit >= 0:
-                at += hit
-                break
-            at, span = at + span, span * 2
-        if at >= n:
-            break
-        cuts.append(at)
-        target = at + rows
-    cuts.append(n)
-    return np.asarray(cuts, dtype=np.int64) if len(cuts) > 2 else None
+    cuts = run_cuts(column, first, rows)
+    return cuts if cuts is not None and len(cuts) > 2 else None
 
 
 def _fit_pipelined(window_scores: pd.DataFrame, ridge: float, dtype) -> list[tuple[pd.DataFrame, dict]] | None:
@@ -421,6 +468,98 @@ def _fit_pipelined(window_scores: pd.DataFrame, ridge: float, dtype) -> list[tup
         for job in jobs:
             job.cancel()
     return None
+
+
+class _ChunkNumbering:
+    """The usual table's documents numbered, and its windows laid out, chunk by chunk as the chunks are coded.
+
+    The usual table: every window one run of ``width`` rows (``runs`` int64[W]: the windows in canonical
+    order), each query one run (``q_heads`` int[R] first rows, ``qh_code`` int[R] codes), the document ids
+    coded in chunks of whole queries (``pending``). A chunk's work needs only its own codes and stays in
+    cache: the duplicate check, each document's first cell in canonical order and its number in its query,
+    and the chunk's windows (document numbers and ``score`` float64[n]) written to their canonical rows. It
+    is done by the thread that codes the chunk, right after (:meth:`ChunkCodes.on_coded`), or, for chunks
+    coded before the windows were laid out, by tasks of ``queue``; so it runs beside the coding of later
+    chunks instead of as passes over every cell at the end. The numbers equal the general path's: each
+    query's documents in order of first appearance in the canonical order (a query's cells are contiguous
+    there, so ranking the first cells of a chunk ranks each query's documents in one block).
+
+    :meth:`result` gives ``(doc_index int32[W, w], scores float64[W, w], local int64[D], owner int64[D])``
+    (by document code: the number in its query and the query code); or None where the general path must
+    run: a chunk that does not start at a query and a window, a document twice in a window, a document in
+    two queries."""
+
+    def __init__(self, queue: TaskQueue, pending: ChunkCodes, runs: np.ndarray, width: int, q_heads: np.ndarray,
+                 qh_code: np.ndarray, score: np.ndarray):
+        self._queue, self._pending, self._width, self._q_heads, self._qh_code = queue, pending, width, q_heads, qh_code
+        n_win, n_rows = len(runs), len(score)
+        self._score = score.reshape(n_win, width)
+        self._row = np.empty(n_win, dtype=np.intp)  # canonical row of each window (input order)
+        self._row[runs] = np.arange(n_win, dtype=np.intp)
+        self._runs = runs
+        small = np.int32 if n_rows < 2**31 - 1 else np.int64
+        self._cell = (self._row * width).astype(small)  # its first cell in the canonical order
+        self._slots = np.arange(width, dtype=small)
+        self._big = small(n_rows)
+        self.doc_index = np.empty((n_win, width), dtype=np.int32)
+        self.scores = np.empty((n_win, width), dtype=np.float64)
+        self._parts = [None] * len(pending)
+        # chunks coded from now on are numbered by the thread that codes them; those coded already, by tasks
+        self._tasks = [queue.add(partial(self._number_chunk, k)) for k in pending.on_coded(self._number)]
+
+    def _number_chunk(self, k: int) -> None:
+        self._number(k, *self._pending.chunk(k))
+
+    def _number(self, k: int, a: int, b: int, code: np.ndarray, count: int) -> None:
+        """Number chunk ``k`` (rows ``a..b-1``, its own ``code`` int32[b - a] numbering ``count`` documents):
+        ``parts[k]`` is ``(local int64[count], owner int64[count])`` of its documents, or False."""
+        self._parts[k] = self._numbers(a, b, code, count)
+
+    def _numbers(self, a: int, b: int, code: np.ndarray, count: int):
+        width, q_heads = self._width, self._q_heads
+        i, j = np.searchsorted(q_heads, (a, b))
+        if a % width or b % width or i == j or q_heads[i] != a or count == 0:
+            return False
+        windows = code.reshape(-1, width)
+        if _twice(windows).any():
+            return False
+        starts = q_heads[i:j] - a
+        lo, hi = np.minimum.reduceat(code, starts), np.maximum.reduceat(code, starts)
+        if lo[0] != 0 or hi[-1] != count - 1 or np.any(lo[1:] != hi[:-1] + 1):
+            return False  # a document in two of the chunk's queries
+        wa, wb = a // width, b // width
+        index = code.astype(np.intp)  # intp indices: numpy's gathers and ufunc.at skip a cast
+        first = np.full(count, self._big, dtype=self._cell.dtype)
+        np.minimum.at(first, index, (self._cell[wa:wb, None] + self._slots).ravel())
+        number = np.empty(count, dtype=np.int64)
+        number[np.argsort(first)] = np.arange(count)  # distinct values: any sort
+        sizes = (hi - lo + 1).astype(np.int64)
+        local = number - np.repeat(np.minimum.reduceat(number, lo), sizes)
+        numbers = np.take(local.astype(np.int32), index).reshape(-1, width)
+        rows = self._row[wa:wb]
+        top = int(rows.min())
+        if int(rows.max()) - top == wb - wa - 1:  # the chunk's windows are one block of canonical rows: take them
+            source = self._runs[top : top + wb - wa]
+            # mode="clip": no bounds check, so no buffered copy of the output (the rows are in range)
+            np.take(self._score, source, axis=0, out=self.scores[top : top + wb - wa], mode="clip")
+            np.take(numbers, source - wa, axis=0, out=self.doc_index[top : top + wb - wa], mode="clip")
+        else:  # (queries not in sorted order) write each window to its row
+            self.doc_index[rows] = numbers
+            self.scores[rows] = self._score[wa:wb]
+        return local, np.repeat(self._qh_code[i:j], sizes).astype(np.int64)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """Number the chunks left here too, wait for the others, and give the result (or None)."""
+        self._queue.finish()
+        for task in self._tasks:
+            self._queue.result(task)
+        self._pending.wait()  # every chunk coded (and so numbered), or the error of one raised
+        parts = self._parts
+        if any(part is False for part in parts):
+            return None
+        local = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+        owner = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+        return self.doc_index, self.scores, local, owner
 
 
 def _owner_by_ranges(d_code: np.ndarray, q_heads: np.ndarray, qh_code: np.ndarray, n_d: int) -> np.ndarray | None:
