@@ -23,6 +23,7 @@ from rcp_jax.data import table_checks
 from rcp_jax.errors import DataError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_issue20_chunked_codes import _same_encoding  # noqa: E402  (field by field, dtypes included)
 from test_issue20_fast_paths import _reference_encoding  # noqa: E402  (plain-Python encoding)
 
 #: Names whose byte order is their code-point order, not their ASCII-lowercase order.
@@ -82,15 +83,6 @@ def _general(table: pd.DataFrame) -> tournament.WindowArrays:
         tournament._ChunkNumbering.result = saved
 
 
-def _same(a: tournament.WindowArrays, b: tournament.WindowArrays) -> None:
-    for name in a.__dataclass_fields__:
-        x, y = getattr(a, name), getattr(b, name)
-        if isinstance(x, pd.Index):
-            pd.testing.assert_index_equal(x, y, exact=True)
-        else:
-            assert x.dtype == y.dtype and np.array_equal(x, y), name
-
-
 def _equals_reference(table: pd.DataFrame, enc: tournament.WindowArrays) -> None:
     doc_index, scores, window_query, n_docs = _reference_encoding(table)
     np.testing.assert_array_equal(enc.doc_index, doc_index)
@@ -113,7 +105,7 @@ def test_chunk_numbering_equals_the_reference_and_the_general_path(counted, monk
     chunks = len(table_checks.chunk_bounds(np.flatnonzero(table_checks.run_heads(table["query_id"])), len(table))) - 1
     assert counted == {"chunks": chunks, "refused": 0} and chunks > 2  # the fast path took every chunk
     _equals_reference(table, enc)
-    _same(enc, _general(table))
+    _same_encoding(enc, _general(table))
 
 
 def test_chunk_numbering_fits_bit_for_bit_like_the_general_path(small_chunks, counted):
