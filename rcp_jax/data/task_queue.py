@@ -12,6 +12,9 @@ Rules that keep it free of deadlocks:
   right there).
 * The owner closes the queue (``with TaskQueue(...) as queue``) on every path, errors included; the helpers
   then leave once no task is left (on an error the unclaimed tasks are dropped).
+* While the queue is open its helpers may hold every worker of the pool: the owner does not wait there for
+  other jobs of that pool until it has called :meth:`TaskQueue.finish` (or closed the queue and its helpers
+  are done).
 """
 
 from __future__ import annotations
