@@ -4,11 +4,12 @@ The tables come from :mod:`rcp_jax.data.formats` (index = source line, ``attrs["
 These helpers select columns by name or alias, turn cells into id strings or finite floats, and find
 duplicate keys; each refusal is a :class:`~rcp_jax.errors.DataError` that says where and how to fix it.
 :func:`finite_column` serves any table (runs, window scores) and leaves the message to the caller.
-:func:`id_codes`, :func:`run_codes`, :func:`run_heads` and :func:`id_positions` turn id columns of any dtype
-into integer codes in a few vectorised passes (the ids as strings, as ``astype(str)`` gives them), so the
-fits' table encodings never group, merge or sort string columns. :func:`start_chunk_codes` codes a long id
-column in chunks of whole queries on a small thread pool (:func:`id_pool`; pyarrow hashes without the GIL),
-so each chunk's hash table stays in cache.
+:func:`id_codes`, :func:`id_codes_at`, :func:`run_codes`, :func:`run_heads` (or :func:`change_bits` with
+:func:`run_starts`) and :func:`id_positions` turn id columns of any dtype into integer codes in a few vectorised
+passes (the ids as strings, as ``astype(str)`` gives them), so the fits' table encodings never group, merge or
+sort string columns. :func:`start_chunk_codes` codes a long id column in chunks of whole queries, tasks of a
+:class:`~rcp_jax.data.task_queue.TaskQueue` on a small thread pool (:func:`id_pool`; pyarrow hashes without the
+GIL), so each chunk's hash table stays in cache.
 """
 
 from __future__ import annotations
@@ -349,8 +350,6 @@ def start_chunk_codes(column: pd.Series, starts: np.ndarray | None = None, *, bo
     values = _arrow(column)
     if values is None:
         return None
-    import pyarrow.compute as pc
-
     bounds = chunk_bounds(starts, len(values)) if bounds is None else np.asarray(bounds, dtype=np.int64)
     own = queue is None
     if own:
