@@ -12,7 +12,7 @@ import pytest
 import rcp_jax
 from models.simulate import simulate_judgements
 from rcp_jax.calibration import degenerate_data_flags
-from rcp_jax.data.table_checks import id_codes, id_positions, id_strings, run_codes
+from rcp_jax.data.table_checks import id_codes, id_positions, id_strings, run_codes, run_heads
 from rcp_jax.tournament import encode_window_scores
 
 
@@ -103,17 +103,24 @@ def test_ids_of_any_dtype_fit_as_their_strings(sim):
         assert got.attrs == ref.attrs
 
 
-@pytest.mark.parametrize("dtype", ["int64", "object", "category", "float64", "str"])
+@pytest.mark.parametrize("dtype", ["int64", "object", "category", "float64", "str", "category 1 and '1'",
+                                   "category with missing"])
 @pytest.mark.parametrize("sort", [False, True])
 def test_id_codes_equal_factorize_of_strings(dtype, sort):
     values = {"int64": [30, 4, 30, 200, 4], "object": [1, "1", 2.5, "x", 2.5], "category": ["b", "a", "b", "c", "a"],
-              "float64": [1.0, np.nan, 2.5, 1.0, 3.0], "str": ["b", "a", "b", "c", "a"]}[dtype]
-    col = pd.Series(values, dtype=dtype)
+              "float64": [1.0, np.nan, 2.5, 1.0, 3.0], "str": ["b", "a", "b", "c", "a"],
+              # two categories that read as one id: runs and codes follow the strings, not the categories
+              "category 1 and '1'": [1, "1", 1, "a", "1"], "category with missing": ["b", None, None, "a", "b"]}[dtype]
+    col = pd.Series(values, dtype=dtype.split()[0])
     codes, names = id_codes(col, sort=sort)
     ref_codes, ref_names = pd.factorize(id_strings(col), sort=sort)
     assert np.array_equal(codes, ref_codes) and names.equals(ref_names) and names.dtype == ref_names.dtype
     run, run_names = run_codes(col, sort=sort)
     assert np.array_equal(run, ref_codes) and run_names.equals(ref_names)
+    strings = id_strings(col).astype(object).tolist()
+    same = [a == b or (pd.isna(a) and pd.isna(b)) for a, b in zip(strings[1:], strings[:-1])]  # missing: one run
+    heads = [0] + [i + 1 for i, s in enumerate(same) if not s]
+    assert np.flatnonzero(run_heads(col)).tolist() == heads
     pos = id_positions(col, pd.Index(["c", "1", "30", "a", "2.5"], dtype="str"))
     ref = pd.Index(["c", "1", "30", "a", "2.5"]).get_indexer(id_strings(col).astype(object))
     assert np.array_equal(pos, np.where(id_strings(col).isna().to_numpy(), -1, ref))

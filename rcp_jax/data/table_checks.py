@@ -175,15 +175,9 @@ def id_codes(column: pd.Series, *, sort: bool = False) -> tuple[np.ndarray, pd.I
     if isinstance(column.dtype, pd.StringDtype) or column.hasnans:
         codes, names = pd.factorize(id_strings(column), sort=sort)
         return np.asarray(codes, dtype=np.int64), names
-    if isinstance(column.dtype, pd.CategoricalDtype):  # its codes, numbered by first appearance
-        cat = column.cat.codes.to_numpy().astype(np.int64)
-        first = np.full(len(column.cat.categories), len(cat), dtype=np.int64)
-        np.minimum.at(first, cat, np.arange(len(cat), dtype=np.int64))
-        used = np.flatnonzero(first < len(cat))
-        used = used[np.argsort(first[used], kind="stable")]
-        number = np.zeros(len(first), dtype=np.int64)
-        number[used] = np.arange(len(used))
-        raw_codes, raw_names = number[cat], column.cat.categories.take(used)
+    if isinstance(column.dtype, pd.CategoricalDtype):  # its codes, numbered by first appearance (integer hash)
+        raw_codes, used = pd.factorize(column.cat.codes.to_numpy())
+        raw_names = column.cat.categories.take(used)
     else:
         raw_codes, raw_names = pd.factorize(column)
     codes, names = pd.factorize(id_strings(pd.Series(raw_names)), sort=sort)
@@ -439,6 +433,16 @@ class ChunkCodes:
         return self._final
 
 
+def _category_codes(column: pd.Series) -> np.ndarray | None:
+    """A categorical column's own codes int[n] (-1: missing) when its categories are distinct as strings
+    (equal codes then mean equal ids, as :func:`id_codes` reads them); else None."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return None
+    if not id_strings(pd.Series(column.cat.categories)).is_unique:  # e.g. 1 and "1": one id
+        return None
+    return column.cat.codes.to_numpy()
+
+
 def run_heads(column: pd.Series, breaks: np.ndarray | None = None, *, split: bool = False) -> np.ndarray:
     """bool[n]: True on the first row and on every row whose id differs from the previous row's (or
     where ``breaks`` bool[n] is True). Arrow-backed string columns are compared by pyarrow, others by
@@ -462,7 +466,9 @@ def run_heads(column: pd.Series, breaks: np.ndarray | None = None, *, split: boo
             if job is not None:
                 job.result()
         else:
-            codes, _ = id_codes(column)
+            codes = _category_codes(column)
+            if codes is None:
+                codes, _ = id_codes(column)
             change[1:] = codes[1:] != codes[:-1]
     if breaks is not None:
         change |= breaks
