@@ -114,3 +114,16 @@ def test_a_closed_queue_refuses_new_tasks_and_its_helpers_leave():
         assert queue.result(0) == 1
         queue.finish()
         assert executor.submit(lambda: "free").result(timeout=10) == "free"
+
+
+def test_one_thread_per_core_the_process_may_use(monkeypatch):
+    import os
+
+    from rcp_jax.data import table_checks
+
+    for cores, helpers in ((1, 0), (2, 1), (3, 2), (16, 2)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False)
+        assert table_checks.id_helpers() == helpers
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # no affinity call: the machine's count
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert table_checks.id_helpers() == 2

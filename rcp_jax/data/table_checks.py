@@ -277,19 +277,27 @@ def id_pool():
     """The thread pool of the id coding (two workers: pyarrow hashes and compares strings without the GIL)."""
     global _POOL
     if _POOL is None:
-        import os
         from concurrent.futures import ThreadPoolExecutor
 
-        _POOL = ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1)), thread_name_prefix="rcp-id-codes")
+        _POOL = ThreadPoolExecutor(max_workers=max(1, min(2, _cores())), thread_name_prefix="rcp-id-codes")
     return _POOL
+
+
+def _cores() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one, e.g. ``taskset`` or a container's
+    cpuset; else the machine's count)."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def id_helpers() -> int:
     """Workers of :func:`id_pool` to lend a :class:`~rcp_jax.data.task_queue.TaskQueue` beside the calling
     thread: one thread per core in all (1 on 2 cores, 0 on one), at most the pool's two."""
-    import os
-
-    return max(0, min(2, (os.cpu_count() or 1) - 1))
+    return max(0, min(2, _cores() - 1))
 
 
 def run_cuts(column: pd.Series, first: int, rows: int) -> np.ndarray | None:
