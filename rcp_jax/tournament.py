@@ -172,8 +172,8 @@ def _with_starts(heads: np.ndarray, more: np.ndarray) -> np.ndarray:
 
 def _window_runs(w_col: pd.Series) -> tuple[np.ndarray, np.ndarray, pd.Index]:
     """``(heads int64[H], codes int64[H], names)``: the first rows of the runs of the window id
-    (:func:`change_bits`, :func:`run_starts`), and their sorted codes and names (:func:`id_codes_at`). Runs
-    on the id thread pool while the query ids are compared."""
+    (:func:`change_bits`, :func:`run_starts`), and their sorted codes and names (:func:`id_codes_at`). The
+    encoding's first task: a helper thread runs it while the query ids are compared."""
     heads = run_starts(len(w_col), change_bits(w_col))
     codes, names = id_codes_at(w_col, heads, sort=True)
     return heads, codes, names
@@ -284,17 +284,18 @@ def _encode_on(
             win, slot = _rows_of_runs(heads, runs, n_rows)
         scores = np.zeros((n_win, width))
         scores[win, slot] = score
+    # queries in order of first appearance in the input
+    first_q = np.full(len(q_names), n_rows, dtype=np.int64)
+    np.minimum.at(first_q, qh_code, q_heads)
+    query_order = np.argsort(first_q, kind="stable")
     if pending is not None and gather and width >= 2:  # the usual table: number each chunk once it is coded
         by_chunks = _ChunkNumbering(queue, pending, runs, width, q_heads, qh_code, score).result()
         if by_chunks is not None:
             doc_index, scores, local, owner = by_chunks
-            first_q = np.full(len(q_names), n_rows, dtype=np.int64)
-            np.minimum.at(first_q, qh_code, q_heads)
             return WindowArrays(
                 doc_index=doc_index, scores=scores,
                 window_query=window_query, n_docs=np.bincount(owner, minlength=len(q_names)), query_names=q_names,
-                query_order=np.argsort(first_q, kind="stable"), pair_query=owner, pair_doc=local,
-                pair_doc_id=pending.names(),
+                query_order=query_order, pair_query=owner, pair_doc=local, pair_doc_id=pending.names(),
             )
     if gather:
         scores = np.take(score.reshape(n_win, width), runs, axis=0)  # take: ~3x a fancy index of rows
@@ -312,8 +313,6 @@ def _encode_on(
     # the duplicate check on the pool (numpy compares without the GIL) while the documents are numbered here;
     # a refusal is raised before anything is returned, in the same order as before (a repeated document first)
     twice_job = id_pool().submit(_twice, names)
-    first_q = np.full(n_q, n_rows, dtype=np.int64)
-    np.minimum.at(first_q, qh_code, q_heads)
     cell = names >= 0
     full = bool(cell.all())
     # the codes as indices (intp): numpy's gathers and np.minimum.at skip a cast of every index
@@ -383,7 +382,7 @@ def _encode_on(
         pair_doc_id = d_names.take(d_code[input_rows])
     return WindowArrays(
         doc_index=doc_index, scores=scores, window_query=window_query, n_docs=n_docs,
-        query_names=q_names, query_order=np.argsort(first_q, kind="stable"),
+        query_names=q_names, query_order=query_order,
         pair_query=pair_query, pair_doc=pair_doc, pair_doc_id=pair_doc_id,
     )
 
@@ -508,6 +507,7 @@ class _ChunkNumbering:
         self._tasks = [queue.add(partial(self._number_chunk, k)) for k in pending.on_coded(self._number)]
 
     def _number_chunk(self, k: int) -> None:
+        """The task for chunk ``k``, coded before the windows were laid out."""
         self._number(k, *self._pending.chunk(k))
 
     def _number(self, k: int, a: int, b: int, code: np.ndarray, count: int) -> None:
@@ -516,6 +516,8 @@ class _ChunkNumbering:
         self._parts[k] = self._numbers(a, b, code, count)
 
     def _numbers(self, a: int, b: int, code: np.ndarray, count: int):
+        """:meth:`_number`'s work: writes the chunk's windows to :attr:`doc_index` and :attr:`scores` and gives
+        ``(local, owner)``, or False before writing anything when the chunk is not one the fast path takes."""
         width, q_heads = self._width, self._q_heads
         i, j = np.searchsorted(q_heads, (a, b))
         if a % width or b % width or i == j or q_heads[i] != a or count == 0:
