@@ -359,7 +359,8 @@ async def _judge_all(collection, pools, *, judge, store: JudgementStore, seed, c
         batch = []
         for q, docs in pools.items():
             if b < len(S.schedule_counts(len(docs), config).round3_batches):
-                batch.extend(S.adaptive_batch(q, docs, scores[q], S.co_occurrence(shown[q], docs), b, config=config))
+                batch.extend(S.adaptive_batch(q, docs, scores[q], S.co_occurrence(shown[q], docs), b,
+                                              asked=shown[q], config=config))
         more, c = await _judge(batch, desc=f"round 3 batch {b + 1}", progress=progress, **common)
         tour, calls = tour + more, calls + c
         for w in batch:

@@ -28,6 +28,13 @@ Choices the METHOD leaves open, made here (and recorded in :class:`ScheduleConfi
   (n = 150: 8 each; n = 500: 187 = 5 x 27 + 2 x 26; n = 37: 14 = 7 x 2). A pool of ``<= w`` documents
   gets a single adaptive window (one batch) holding the whole pool in BT order; a pool of fewer than
   two documents gets no tournament windows at all (a pool of one is reported with a warning).
+* No window is asked twice in the same order (same documents, same positions: at temperature 0 the
+  same answer, paid again and counted twice by the fit). A shuffled window whose order was already
+  asked (or, for mirrored rounds, whose reverse was) is shuffled again; round 2 avoids round 1's
+  orders, the stratified rubric half the balanced half's; a round-3 run of ranks already asked in that
+  order gives way to the next best. A pool of <= w documents has only n! orders, so pools of 2 and 3
+  get fewer windows (2: one round-1 window and its mirror, no round 2 or 3; 3: three and their
+  mirrors); reversed copies are the intended exception (a different order).
 * Round 3 ranks the whole pool by default (at n = 150 the METHOD's "top 150" is the whole pool); set
   ``ScheduleConfig(depth=150)`` to restrict adaptive windows to the top 150 of a larger pool.
 * The rubric has ``max(ceil(n / k), round(p * n / k))`` windows; the balanced half takes

@@ -15,7 +15,10 @@ mirrored (a judge's position bias then adds noise, not bias, to the new scores).
 windows of ``k = min(w, n)`` least-shown documents, as the rubric schedule counts them.
 
 Both are pure functions of (seed, dataset, query, phase, documents): a killed extension asks the same
-windows again and finds the answers it already has in the store. Counts at the defaults
+windows again and finds the answers it already has in the store. Neither asks one order of documents
+twice (as :mod:`rcp_jax.schedule`): one or two new documents get 1 or 2 rubric windows, not 7, and the
+tournament counts are an upper bound reached unless the anchors are very few (a new document beside a
+single anchor has two orders). Counts at the defaults
 (``new_per_window`` 5, ``placements`` 12, ``w`` 10): 30 new documents take 72 tournament and 20 rubric
 windows, about 3 calls per new document, whatever the size of the pool.
 """
@@ -32,7 +35,7 @@ import numpy as np
 from judging.records import Window
 from rcp_jax.errors import DataError
 from rcp_jax.schedule.config import DEFAULT_CONFIG, _as_fraction
-from rcp_jax.schedule.windows import _least_shown, _pool, query_rng
+from rcp_jax.schedule.windows import _fresh_order, _least_shown, _pool, query_rng
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ def extension_counts(n_new: int, config: ExtensionConfig = DEFAULT_EXTENSION) ->
     """(tournament windows, rubric windows) of a query with ``n_new`` new documents.
 
     >>> extension_counts(30), extension_counts(1), extension_counts(0)
-    ((72, 20), (12, 7), (0, 0))
+    ((72, 20), (12, 1), (0, 0))
     """
     if n_new <= 0:
         return 0, 0
@@ -108,6 +111,8 @@ def extension_counts(n_new: int, config: ExtensionConfig = DEFAULT_EXTENSION) ->
     k = min(config.w, n_new)
     tournament = max(1, int(round(config.placements * n_new / m)))
     rubric = max(math.ceil(n_new / k), int(round(config.rubric_placements * n_new / k)))
+    if n_new <= config.w:  # every rubric window shows all the new documents: n_new! orders, none asked twice
+        rubric = min(rubric, math.factorial(n_new))
     return tournament, rubric
 
 
@@ -136,16 +141,19 @@ def extension_tournament(
     new_picks = _least_shown(rng, len(new), m, count)
     strata = np.array_split(np.arange(len(anc)), a)
     used = np.zeros(len(anc), dtype=np.int64)
+    orders: set[tuple[int, ...]] = set()  # positions in new + anc of the windows so far
     out = []
-    for i, pick in enumerate(new_picks):
+    for pick in new_picks:
         chosen = []
         for stratum in strata:
             j = stratum[np.lexsort((rng.random(len(stratum)), used[stratum]))[0]]
             used[j] += 1
-            chosen.append(anc[j])
-        ids = [new[j] for j in pick] + chosen
-        ids = [ids[j] for j in rng.permutation(len(ids))]
-        out.append(Window(query_id=query_id, stage="tournament", phase=phase, sequence=i, doc_ids=tuple(ids)))
+            chosen.append(len(new) + int(j))
+        shuffled = _fresh_order(rng, np.array([int(j) for j in pick] + chosen), orders, False)
+        if shuffled is None:  # every order of these documents was asked (a new document and one anchor)
+            continue
+        ids = tuple((new + anc)[j] for j in shuffled)
+        out.append(Window(query_id=query_id, stage="tournament", phase=phase, sequence=len(out), doc_ids=ids))
     return out
 
 
@@ -159,6 +167,6 @@ def extension_rubric(
         return []
     _, count = extension_counts(len(new), config)
     rng = query_rng(seed, dataset, query_id, f"{phase}:rubric")
-    picks = _least_shown(rng, len(new), min(config.w, len(new)), count)
+    picks = _least_shown(rng, len(new), min(config.w, len(new)), count, used=set())
     return [Window(query_id=query_id, stage="rubric", phase=phase, sequence=i, doc_ids=tuple(new[j] for j in p))
             for i, p in enumerate(picks)]

@@ -162,6 +162,11 @@ def schedule_counts(n: int, config: ScheduleConfig = DEFAULT_CONFIG) -> Schedule
     if n == 0:
         return ScheduleCounts(0, 0, 0, 0, (), config.mirror, 0, 0, note="empty pool: nothing to judge")
     rubric_total = max(math.ceil(n / k), _phase_windows(config.rubric_placements, n, k))
+    # A pool of <= w documents shows all of them in every window, so only their n! orders differ; the
+    # schedule never asks one order twice (schedule.windows._fresh_order), so 2 or 3 documents get fewer windows.
+    orders = math.factorial(n) if n <= config.w else None
+    if orders is not None:
+        rubric_total = min(rubric_total, orders)
     balanced = math.ceil(rubric_total / 2)
     rubric = dict(rubric_balanced=balanced, rubric_stratified=rubric_total - balanced)
     if n == 1:
@@ -171,8 +176,11 @@ def schedule_counts(n: int, config: ScheduleConfig = DEFAULT_CONFIG) -> Schedule
         )
     r1 = _phase_windows(config.round1_placements, n, k)
     r2 = _phase_windows(config.round2_placements, n, k)
-    if n <= config.w:
-        batches: tuple[int, ...] = (1,)
+    if orders is not None:
+        per = 2 if config.mirror else 1  # orders a round-1 or round-2 window takes
+        r1 = min(r1, orders // per)
+        r2 = min(r2, (orders - per * r1) // per)
+        batches: tuple[int, ...] = (1,) if orders > per * (r1 + r2) else ()
     else:
         batches = _split(_phase_windows(config.round3_placements, n, k), config.round3_batches)
     return ScheduleCounts(n, k, r1, r2, batches, config.mirror, **rubric)

@@ -27,7 +27,8 @@ def tournament_round1(
 
     Returns:
         ``2 * round1`` windows (phase ``round1`` and its mirror ``round1_reversed``, interleaved) with
-        ``min(w, n)`` documents each; none (and a :class:`ScheduleWarning`) for a pool of < 2.
+        ``min(w, n)`` documents each; none (and a :class:`ScheduleWarning`) for a pool of < 2. No two
+        windows share an order (a pool of 2 or 3 has fewer orders than windows: it gets fewer windows).
     """
     docs = _pool(query_id, doc_ids)
     counts = schedule_counts(len(docs), config)
@@ -35,7 +36,7 @@ def tournament_round1(
         _degenerate(query_id, docs, "tournament")
         return []
     rng = query_rng(seed, dataset, query_id, "round1")
-    picks = _least_shown(rng, len(docs), counts.window_size, counts.round1)
+    picks = _least_shown(rng, len(docs), counts.window_size, counts.round1, used=set(), mirror=config.mirror)
     return _windows(query_id, "tournament", "round1", docs, picks, mirror=config.mirror)
 
 
@@ -56,10 +57,13 @@ def tournament_round2(
             pool order. Ties keep pool order.
 
     Returns:
-        ``2 * round2`` windows (``round2`` / ``round2_reversed``), documents shuffled within a window.
+        ``2 * round2`` windows (``round2`` / ``round2_reversed``), documents shuffled within a window, in
+        orders round 1 did not ask (round 1 is recomputed from the same arguments to know them).
     """
     docs = _pool(query_id, doc_ids)
     counts = schedule_counts(len(docs), config)
+    earlier = tournament_round1(query_id, docs, seed=seed, dataset=dataset, config=config) if counts.round2 else []
     return _stratified_phase(query_id, docs, bt_scores, "BT score", stage="tournament", phase="round2",
                              stream="round2", count=counts.round2, window_size=counts.window_size,
-                             tie_replace=config.tie_replace, seed=seed, dataset=dataset, mirror=config.mirror)
+                             tie_replace=config.tie_replace, seed=seed, dataset=dataset, mirror=config.mirror,
+                             earlier=earlier)

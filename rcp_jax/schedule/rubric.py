@@ -41,7 +41,8 @@ def rubric_balanced(
         DataError: the half cannot show every document (:func:`check_rubric_coverage`), before any window.
 
     Returns:
-        ``rubric_balanced`` windows of stage ``rubric``, phase ``balanced``.
+        ``rubric_balanced`` windows of stage ``rubric``, phase ``balanced``, no two in the same order (a
+        pool of 2 or 3 documents, with fewer orders than windows, gets fewer).
     """
     docs = _pool(query_id, doc_ids)
     if not docs:
@@ -50,7 +51,7 @@ def rubric_balanced(
     check_rubric_coverage(query_id, len(docs), config)
     counts = schedule_counts(len(docs), config)
     rng = query_rng(seed, dataset, query_id, "rubric_balanced")
-    picks = _least_shown(rng, len(docs), counts.window_size, counts.rubric_balanced)
+    picks = _least_shown(rng, len(docs), counts.window_size, counts.rubric_balanced, used=set())
     return _windows(query_id, "rubric", "balanced", docs, picks)
 
 
@@ -70,14 +71,16 @@ def rubric_stratified(
             e.g. from :func:`rasch_abilities` on the balanced half's answers.
 
     Returns:
-        ``rubric_stratified`` windows of stage ``rubric``, phase ``stratified``, shuffled within a window.
+        ``rubric_stratified`` windows of stage ``rubric``, phase ``stratified``, shuffled within a window
+        in orders the balanced half (recomputed from the same arguments) did not ask.
     """
     docs = _pool(query_id, doc_ids)
     counts = schedule_counts(len(docs), config)
+    earlier = rubric_balanced(query_id, docs, seed=seed, dataset=dataset, config=config) if counts.rubric_stratified else []
     return _stratified_phase(query_id, docs, abilities, "Rasch ability", stage="rubric", phase="stratified",
                              stream="rubric_stratified", count=counts.rubric_stratified,
                              window_size=counts.window_size, tie_replace=config.tie_replace, seed=seed,
-                             dataset=dataset)
+                             dataset=dataset, earlier=earlier)
 
 
 def _criteria_columns(columns) -> list[str]:

@@ -10,9 +10,11 @@ lowest coverage (:func:`_lowest_coverage_blocks`: stratified phases), and named 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -128,26 +130,90 @@ def _degenerate(query_id: str, docs: tuple[str, ...], what: str) -> None:
 # --------------------------------------------------------------------------------------------------
 # the two building blocks: least-shown windows and lowest-coverage contiguous blocks
 # --------------------------------------------------------------------------------------------------
-def _least_shown(rng: np.random.Generator, n: int, k: int, count: int) -> list[np.ndarray]:
-    """``count`` windows, each the ``k`` documents shown least so far (random tie-break), shuffled."""
+def _orders(windows: Iterable[Window], docs: Sequence[str]) -> set[tuple[int, ...]]:
+    """The document orders of ``windows`` as tuples of positions in ``docs`` (windows of other pools are skipped)."""
+    index = {d: i for i, d in enumerate(docs)}
+    out = set()
+    for win in windows:
+        idx = [index.get(d) for d in win.doc_ids]
+        if None not in idx:
+            out.add(tuple(idx))
+    return out
+
+
+#: Windows of at most this many documents draw a fresh order from the list of their unused orders.
+_ENUMERATE_UP_TO = 7
+
+
+def _fresh_order(
+    rng: np.random.Generator, pick: np.ndarray, used: set[tuple[int, ...]], mirror: bool
+) -> np.ndarray | None:
+    """A random order of the documents ``pick`` that was not asked yet, and record it in ``used``.
+
+    At temperature 0 a window asked again in the same order (same documents, same positions) returns
+    the same answer: a paid duplicate that the fit then counts twice. The first draw is
+    ``rng.permutation(pick)`` (so schedules without a repeat are unchanged); only a draw that repeats an
+    order in ``used`` (or, with ``mirror``, whose reversed copy would) is drawn again. Small windows,
+    whose orders can run out (2 documents have one order and its mirror), pick among the unused orders
+    listed; ``None`` when none is left, and the caller asks one window fewer.
+    """
+    def taken(order: tuple[int, ...]) -> bool:
+        return order in used or (mirror and order[::-1] in used)
+
+    perm = rng.permutation(pick)
+    if taken(tuple(int(i) for i in perm)):
+        if len(pick) <= _ENUMERATE_UP_TO:
+            free = [p for p in itertools.permutations(sorted(int(i) for i in pick)) if not taken(p)]
+            if not free:
+                return None
+            perm = np.array(free[int(rng.integers(len(free)))], dtype=np.int64)
+        else:  # >= 40320 orders, of which a phase uses a few hundred at most
+            for _ in range(math.factorial(_ENUMERATE_UP_TO + 1)):
+                perm = rng.permutation(pick)
+                if not taken(tuple(int(i) for i in perm)):
+                    break
+            else:  # pragma: no cover - would need tens of thousands of windows of one set of documents
+                return None
+    order = tuple(int(i) for i in perm)
+    used.add(order)
+    if mirror:
+        used.add(order[::-1])
+    return perm
+
+
+def _least_shown(
+    rng: np.random.Generator, n: int, k: int, count: int, *, used: set[tuple[int, ...]] | None = None,
+    mirror: bool = False,
+) -> list[np.ndarray]:
+    """Up to ``count`` windows, each the ``k`` documents shown least so far (random tie-break), shuffled.
+
+    ``used`` (positions in the pool, updated in place) holds the orders already asked; a window gets an
+    order not among them (:func:`_fresh_order`; with ``mirror`` neither its reverse), or is left out when
+    its documents have no order left (tiny pools: its documents still count as shown). ``None``: the
+    picks are not windows (an extension mixes them with anchors), any order goes.
+    """
     shown = np.zeros(n, dtype=np.int64)
     out = []
     for _ in range(count):
         pick = np.lexsort((rng.random(n), shown))[:k]
         shown[pick] += 1
-        out.append(rng.permutation(pick))
+        order = rng.permutation(pick) if used is None else _fresh_order(rng, pick, used, mirror)
+        if order is not None:
+            out.append(order)
     return out
 
 
 def _lowest_coverage_blocks(
-    rng: np.random.Generator, order: np.ndarray, k: int, count: int, tie_replace: float
+    rng: np.random.Generator, order: np.ndarray, k: int, count: int, tie_replace: float, *,
+    used: set[tuple[int, ...]] | None = None, mirror: bool = False,
 ) -> list[np.ndarray]:
-    """``count`` windows, each the contiguous block of ``k`` in ``order`` with the lowest summed coverage.
+    """Up to ``count`` windows, each the contiguous block of ``k`` in ``order`` with the lowest summed coverage.
 
     Coverage counts how often a document was used by this phase so far. Scanning blocks from the top,
     a block of equal (lowest) coverage replaces the incumbent with probability ``tie_replace``. Each
-    window's documents come back shuffled.
+    window's documents come back shuffled, in an order not in ``used`` (as :func:`_least_shown`).
     """
+    used = set() if used is None else used  # every caller's blocks are windows
     n = len(order)
     coverage = np.zeros(n, dtype=np.int64)  # by position in ``order``
     out = []
@@ -161,23 +227,28 @@ def _lowest_coverage_blocks(
                 if u < tie_replace:
                     best = int(cand)
         coverage[best : best + k] += 1
-        out.append(rng.permutation(order[best : best + k]))
+        shuffled = _fresh_order(rng, order[best : best + k], used, mirror)
+        if shuffled is not None:
+            out.append(shuffled)
     return out
 
 
 def _stratified_phase(
     query_id: str, docs: tuple[str, ...], scores, what: str, *, stage: str, phase: str, stream: str, count: int,
     window_size: int, tie_replace: float, seed: int, dataset: str, mirror: bool = False,
+    earlier: Sequence[Window] = (),
 ) -> list[Window]:
     """The windows of a stratified phase (tournament round 2, the rubric's second half).
 
     ``count`` lowest-coverage contiguous blocks of ``window_size`` in the descending order of ``scores``
     (mapping or float[n] in pool order; ``what`` names them in errors), drawn from the random stream
-    ``stream`` of the query; none when ``count`` is 0.
+    ``stream`` of the query, none repeating the order of a window of ``earlier`` (the phase before);
+    none when ``count`` is 0.
     """
+    order = _descending(_scores(query_id, docs, scores, what))  # checked even when the phase is empty
     if count == 0:
         return []
-    order = _descending(_scores(query_id, docs, scores, what))
     rng = query_rng(seed, dataset, query_id, stream)
-    picks = _lowest_coverage_blocks(rng, order, window_size, count, tie_replace)
+    picks = _lowest_coverage_blocks(rng, order, window_size, count, tie_replace, used=_orders(earlier, docs),
+                                    mirror=mirror)
     return _windows(query_id, stage, phase, docs, picks, mirror=mirror)
