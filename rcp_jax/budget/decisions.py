@@ -95,6 +95,17 @@ class PairDecisions:
         """Undecided pairs that judging can still decide (``reachable``)."""
         return int(((~self.pairs["call"].isin(SETTLED)) & self.pairs["reachable"]).sum())
 
+    @property
+    def out_of_reach(self) -> pd.DataFrame:
+        """The undecided pairs judging cannot decide (not ``reachable``: the queries alone leave them
+        undecided), rows of :attr:`pairs`."""
+        return self.pairs.loc[(~self.pairs["call"].isin(SETTLED)) & ~self.pairs["reachable"]]
+
+    @property
+    def n_out_of_reach(self) -> int:
+        """How many pairs :attr:`out_of_reach` holds; with :attr:`n_decided` and :attr:`n_open` it counts every pair."""
+        return len(self.out_of_reach)
+
 
 def decide_pairs(weights: RunWeights, post: GainPosterior, *, k: int = 10, rope: float = DEFAULT_ROPE,
                  decision_prob: float = DEFAULT_DECISION_PROB, ci_prob: float = 0.9, n_bootstrap: int = 1000,

@@ -112,6 +112,7 @@ class RoundReport:
         p = self.decisions.pairs
         return {"round": self.round, "calls": self.calls, "paid": self.paid, "windows": self.windows,
                 "pairs": len(p), "decided": self.decisions.n_decided, "open": self.decisions.n_open,
+                "out_of_reach": self.decisions.n_out_of_reach,
                 **{c: int((p["call"] == c).sum()) for c in ("A>B", "B>A", "equivalent", "undecided")},
                 "overhead_s": self.overhead_s, "overhead_cpu_s": self.overhead_cpu_s, "judge_s": self.judge_s}
 

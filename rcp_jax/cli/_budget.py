@@ -1,7 +1,7 @@
 """``rcp-jax judge --runs ... --budget ...``: budgeted, posterior-guided judging (:mod:`rcp_jax.budget`).
 
-Prints, per round, the calls spent (of the budget and of the full protocol), the system pairs decided and
-still open, the loop's own seconds, and the current leaderboard with 90% intervals.
+Prints, per round, the calls spent (of the budget and of the full protocol), the system pairs decided, still
+open and out of reach of judging, the loop's own seconds, and the current leaderboard with 90% intervals.
 """
 
 from __future__ import annotations
@@ -53,6 +53,21 @@ def board_lines(systems, limit: int = 20) -> list[str]:
     return lines
 
 
+def reach_lines(decisions, limit: int = 10) -> list[str]:
+    """The undecided pairs no judging can decide (their difference is within what the queries alone leave
+    uncertain), with their mean difference and interval; empty when there are none."""
+    far = decisions.out_of_reach
+    if far.empty:
+        return []
+    lines = [f"out of reach ({len(far)}: undecided even if every gain were known exactly; more queries, not more "
+             "judging, would decide them):"]
+    for row in far.head(limit).itertuples(index=False):
+        lines.append(f"  {row.system_a} vs {row.system_b}: difference {row.delta:+.4f} [{row.lo:+.4f}, {row.hi:+.4f}]")
+    if len(far) > limit:
+        lines.append(f"  ... and {len(far) - limit} more (budget_pairs.csv with --out)")
+    return lines
+
+
 def run_budgeted(args, collection, judge, quiet: bool) -> int:
     """Judge ``collection`` under ``--budget`` for the systems of ``--runs``; print each round; write tables."""
     from rcp_jax.budget import STOP_REASONS, BudgetSettings, judge_budgeted
@@ -73,7 +88,8 @@ def run_budgeted(args, collection, judge, quiet: bool) -> int:
         dec = report.decisions
         head = (f"round {report.round}: {report.calls:,} of {report.budget:,} calls "
                 f"({report.calls / max(report.full, 1):.0%} of the full protocol; {report.paid:,} paid by this run), "
-                f"pairs decided {dec.n_decided}/{len(dec.pairs)}, open {dec.n_open}; refit + selection "
+                f"pairs decided {dec.n_decided}/{len(dec.pairs)}, open {dec.n_open}, out of reach "
+                f"{dec.n_out_of_reach}; refit + selection "
                 f"{report.overhead_s:.1f} s")
         stderr("\n".join([head, *board_lines(dec.systems)]))
 
@@ -92,6 +108,8 @@ def run_budgeted(args, collection, judge, quiet: bool) -> int:
     payload = {"calls": result.paid, "planned_calls": result.calls, "budget_calls": result.budget_calls,
                "full_protocol_calls": result.full_calls, "stop_reason": result.stop_reason,
                "stop": STOP_REASONS[result.stop_reason], "pairs": len(dec.pairs), "pairs_decided": dec.n_decided,
+               "pairs_open": dec.n_open, "pairs_out_of_reach": dec.n_out_of_reach,
+               "out_of_reach": [[str(a), str(b)] for a, b in zip(dec.out_of_reach["system_a"], dec.out_of_reach["system_b"])],
                "rounds": history.to_dict(orient="records"), "systems": dec.systems.to_dict(orient="records"),
                "pair_calls": dec.pairs.drop(columns=["var"]).to_dict(orient="records"), "store": str(args.store),
                "model": args.model, "notes": result.notes}
@@ -99,7 +117,9 @@ def run_budgeted(args, collection, judge, quiet: bool) -> int:
     lines = [f"budgeted judging of {len(result.posterior.query_ids)} queries with {args.model}: {result.calls:,} calls "
              f"({share:.0%} of the full protocol's {result.full_calls:,}; {result.paid:,} paid by this run); "
              f"stopped: {STOP_REASONS[result.stop_reason]}",
-             f"pairs decided {dec.n_decided} of {len(dec.pairs)} (A>B / B>A / equivalent under the posterior decision rule)",
+             f"pairs decided {dec.n_decided} of {len(dec.pairs)} (A>B / B>A / equivalent under the posterior decision rule); "
+             f"{dec.n_open} open (more judging can decide them), {dec.n_out_of_reach} out of reach",
+             *reach_lines(dec),
              *board_lines(dec.systems),
              f"store {args.store}: run again with a larger --budget to continue, or without --budget for the full "
              f"protocol (windows already judged are not asked again)",

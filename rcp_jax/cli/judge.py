@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from rcp_jax.cli._paths import folder
@@ -88,6 +89,7 @@ def run(args) -> int:
             return run_budgeted(args, collection, judge, quiet)
         except Exception as exc:
             raise _with_invalid_summary(exc, args.store) from None
+    started = time.perf_counter()
     try:
         window_scores, answers, bt, calls = judge_collection_sync(
             collection, judge=judge, store=args.store, seed=args.seed, concurrency=args.concurrency,
@@ -101,11 +103,13 @@ def run(args) -> int:
         atomic_write_csv(args.out / "bt.csv", bt)
     notes = flag_notes(args.store)
     invalid = summarise_store(args.store, ("tournament", "rubric"))
-    payload = {"calls": calls, "tournament_windows": int(window_scores["window_id"].nunique()),
-               "rubric_placements": len(answers), "store": str(args.store), "model": args.model, "notes": notes,
-               "invalid_answers": invalid.to_dict()}
+    usage, usage_line = run_usage(judge, time.perf_counter() - started)
+    payload = {"calls": calls, "tournament_windows": window_count(window_scores),
+               "rubric_windows": window_count(answers), "rubric_placements": len(answers), **usage,
+               "store": str(args.store), "model": args.model, "notes": notes, "invalid_answers": invalid.to_dict()}
     lines = [f"judged {len(collection.pools)} queries with {args.model}: {calls} calls this run; "
-             f"store {args.store} (run the same command again to resume; next: rcp-jax fit --store {args.store})"]
+             f"store {args.store} (run the same command again to resume; next: rcp-jax fit --store {args.store})",
+             usage_line]
     from rcp_jax.cli._endpoints import endpoint_summary
 
     payload["endpoints"], endpoint_lines = endpoint_summary(judge)
@@ -115,6 +119,29 @@ def run(args) -> int:
                   *[f"  {a}" for a in invalid.advice()]]
     emit(args, payload, "\n".join([*lines, *[f"note: {n}" for n in notes]]))
     return 0
+
+
+def window_count(table) -> int:
+    """Distinct windows of a ``query_id, window_id, ...`` table: a window id (``round1#0``) names a window
+    within its query, so every query has one of that name."""
+    if table is None or len(table) == 0:
+        return 0
+    return int(table[["query_id", "window_id"]].drop_duplicates().shape[0])
+
+
+def run_usage(judge, seconds: float) -> tuple[dict, str]:
+    """This run's tokens (the judge's ledger: what the endpoint reported for each answered call) and wall time,
+    as payload fields and one summary line."""
+    ledger = getattr(judge, "ledger", None)
+    prompt = int(getattr(ledger, "prompt_tokens", 0) or 0)
+    completion = int(getattr(ledger, "completion_tokens", 0) or 0)
+    payload = {"prompt_tokens": prompt, "completion_tokens": completion, "wall_seconds": round(float(seconds), 2)}
+    minutes, secs = divmod(float(seconds), 60.0)
+    wall = f"{int(minutes)} min {secs:.0f} s" if minutes >= 1 else f"{secs:.1f} s"
+    line = f"tokens this run: {prompt:,} prompt + {completion:,} completion; wall time {wall}"
+    if ledger is not None and getattr(ledger, "calls", 0) and not (prompt or completion):
+        line += " (the endpoint reported no token usage)"
+    return payload, line
 
 
 def _context_notes(args, collection, judge) -> list[str]:
