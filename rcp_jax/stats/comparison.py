@@ -20,11 +20,14 @@ class Comparison:
 
     Attributes:
         pairs: one row per (metric, dataset, system_a, system_b): ``n_queries, mean_a, mean_b, diff``
-            (mean of a - b over common queries), ``ci_low, ci_high`` (bootstrap), ``t, p_t, p_wilcoxon,
+            (mean of a - b over common queries), ``ci_low, ci_high`` (bootstrap), ``ci_excludes_0`` (bool:
+            the interval lies on one side of 0; ends and ``diff`` within rounding of zero count as 0, see
+            :func:`rcp_jax.stats.paired.snap_to_zero`), ``t, p_t, p_wilcoxon,
             p_permutation`` (those computed), ``p`` (of the chosen test), ``p_holm, p_bonferroni`` (within
             the metric x dataset family), ``separated`` (bool).
         overall: one row per (metric, system_a, system_b): ``n_datasets, diff`` (mean over datasets of
-            the per-dataset mean difference), ``ci_low, ci_high`` (queries resampled within dataset).
+            the per-dataset mean difference), ``ci_low, ci_high`` (queries resampled within dataset),
+            ``ci_excludes_0``.
         sensitivity: one row per (metric, dataset): ``n_pairs, n_separated, share``.
         systems: aggregate score per (metric, system), see :func:`rcp_jax.per_query.system_scores`.
         kendall: Kendall tau-b between the system orderings of every two metrics.

@@ -296,7 +296,9 @@ def bootstrap_mean_ci(
         seed: NumPy seed of the resampling.
 
     Returns:
-        ``(low, high)`` float64[...]; NaN where a row has no finite difference.
+        ``(low, high)`` float64[...]; NaN where a row has no finite difference. An end within rounding of
+        zero (``|end| <= 1e-12 * max |d|`` of the row, :func:`snap_to_zero`) is exactly 0, so that
+        whether the interval excludes 0 (:func:`excludes_zero`) does not rest on the sign of noise.
 
     Example:
         >>> lo, hi = bootstrap_mean_ci([[0.1, 0.2, 0.3, 0.2, 0.25]], n_bootstrap=500)
@@ -344,7 +346,35 @@ def bootstrap_mean_ci(
             warnings.simplefilter("ignore", RuntimeWarning)
             low[ok] = np.nanquantile(total[:, ok], alpha / 2, axis=0)
             high[ok] = np.nanquantile(total[:, ok], 1 - alpha / 2, axis=0)
+        scale = np.nanmax(np.where(valid, np.abs(flat), np.nan)[ok], axis=1)
+        low[ok], high[ok] = snap_to_zero(low[ok], scale), snap_to_zero(high[ok], scale)
     return low.reshape(lead), high.reshape(lead)
+
+
+#: Relative size (of the largest |difference| entering a mean) below which a mean is rounding noise of 0.
+ZERO_RTOL = 1e-12
+
+
+def snap_to_zero(x, scale) -> np.ndarray:
+    """``x`` with values within rounding of zero set to exactly 0: ``|x| <= ZERO_RTOL * scale``.
+
+    A mean of differences that is 0 in exact arithmetic (``0.1 + 0.2 - 0.3``) comes out as ``+-1e-17`` in
+    floating point; its sign is noise, and an interval end of ``-6.9e-18`` must not decide that the
+    interval excludes 0. ``scale``: the largest ``|difference|`` entering the mean (broadcast with ``x``).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(x) <= ZERO_RTOL * np.abs(np.asarray(scale, dtype=np.float64)), 0.0, x)
+
+
+def excludes_zero(low, high) -> np.ndarray:
+    """Whether each interval ``[low, high]`` lies strictly on one side of 0 (False where either end is NaN).
+
+    Ends within rounding of zero should be snapped first (:func:`snap_to_zero`;
+    :func:`bootstrap_mean_ci` returns them snapped), so an end of ``-6.9e-18`` counts as 0, inside.
+    """
+    low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    return (low > 0) | (high < 0)
 
 
 def adjust_pvalues(p, method: str = "holm") -> np.ndarray:

@@ -18,9 +18,11 @@ from rcp_jax.stats.paired import (
     CORRECTIONS,
     adjust_pvalues,
     bootstrap_mean_ci,
+    excludes_zero,
     kendall_tau_b,
     paired_t_test,
     randomisation_test,
+    snap_to_zero,
     spearman_rho,
     wilcoxon_signed_rank,
 )
@@ -139,7 +141,9 @@ def compare_systems(
                 "n_queries": n, "mean_a": mean_a, "mean_b": mean_b, "diff": diff,
             })
             lo, hi = bootstrap_mean_ci(d, n_bootstrap=n_bootstrap, level=level, seed=seed + 7919 * mi + di)
+            frame["diff"] = snap_to_zero(diff, _largest(d))  # a sign of rounding noise is no sign (sign_agreement)
             frame["ci_low"], frame["ci_high"] = lo, hi
+            frame["ci_excludes_0"] = excludes_zero(lo, hi)
             if "t" in tests:
                 frame["t"], frame["p_t"] = t, p_t
             if "wilcoxon" in tests:
@@ -213,9 +217,16 @@ def _overall(df, metrics, systems, ia, ib, *, n_bootstrap, level, seed) -> pd.Da
             diff = np.where(present, per_ds, 0.0).sum(0) / present.sum(0)
         frames.append(pd.DataFrame({
             "metric": m, "system_a": [systems[i] for i in ia], "system_b": [systems[j] for j in ib],
-            "n_datasets": present.sum(0), "diff": diff, "ci_low": lo, "ci_high": hi,
+            "n_datasets": present.sum(0), "diff": snap_to_zero(diff, _largest(d)), "ci_low": lo, "ci_high": hi,
+            "ci_excludes_0": excludes_zero(lo, hi),
         }))
     return pd.concat(frames, ignore_index=True)
+
+
+def _largest(d: np.ndarray) -> np.ndarray:
+    """float64[P]: the largest finite ``|difference|`` of each row (0 for a row without one)."""
+    a = np.where(np.isfinite(d), np.abs(d), 0.0)
+    return a.max(axis=1) if a.shape[1] else np.zeros(a.shape[0])
 
 
 def _kendall_table(scores: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
