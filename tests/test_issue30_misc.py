@@ -147,3 +147,39 @@ def test_compare_reports_which_intervals_exclude_zero_and_no_sign_of_noise():
     assert c.pairs["ci_excludes_0"].dtype == bool
     np.testing.assert_array_equal(c.pairs["ci_excludes_0"], (c.pairs["ci_low"] > 0) | (c.pairs["ci_high"] < 0))
     assert c.overall.set_index(["metric", "system_a", "system_b"]).loc[("qrel_ndcg", "a", "b"), "diff"] == 0.0
+
+
+# --------------------------------------------------------------------------------------------------
+# rcp-jax ... | head -1: stdout closed early is a quiet stop, not a traceback
+# --------------------------------------------------------------------------------------------------
+def test_stdout_closed_early_stops_quietly(tmp_path):
+    import os
+
+    rng = np.random.default_rng(0)
+    rows = [(s, f"q{q}", rng.random()) for s in ("a", "b", "c") for q in range(12)]
+    table = tmp_path / "per_query.csv"
+    pd.DataFrame(rows, columns=["system", "query_id", "rcp_ndcg"]).to_csv(table, index=False)
+    env = {**os.environ, "RCP_JAX_CACHE_DIR": "off"}
+    cmd = [sys.executable, "-m", "rcp_jax", "compare", str(table), "--permutations", "200", "--bootstrap", "50"]
+    whole = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert whole.returncode == 0 and whole.stdout.count("\n") > 1, whole.stderr
+    # the reader is gone before the first byte is written (what `| head -1` does to a longer output)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141, err.decode()
+    assert b"Traceback" not in err and b"BrokenPipe" not in err and b"Exception ignored" not in err, err.decode()
+
+
+def test_an_unknown_option_gets_the_closest_known_one(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["judge", "--rows", "x.jsonl", "--datset", "cranfield"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "rcp-jax judge: error: unrecognized arguments: --datset cranfield" in err
+    assert "--datset: did you mean --dataset?" in err
+    assert "usage: rcp-jax judge" in err  # the verb's usage, not the top-level one
+    with pytest.raises(SystemExit):
+        main(["compare", "per_query.csv", "--permutatons=10", "--zzzzzz"])
+    err = capsys.readouterr().err
+    assert "--permutatons: did you mean --permutations?" in err and "--zzzzzz:" not in err

@@ -16,8 +16,13 @@ code  meaning
       attempts, or an early-stop verdict (:class:`judging.errors.JudgeError` other than bad input);
       every answer received is stored: fix the cause and run the same command again to resume
 130   interrupted by Ctrl-C (SIGINT): answers received so far are stored; run the same command again
+141   stdout was closed early (``rcp-jax compare per_query.csv | head -1``): the verb stops quietly, as
+      Unix tools do on SIGPIPE (no traceback)
 143   stopped by SIGTERM (``kill``, a scheduler's time limit): handled exactly like Ctrl-C
 ====  ===========================================================================================
+
+An unknown option is refused with the closest option of the verb as a suggestion (``--datset``: did
+you mean ``--dataset``?).
 
 The compilation cache keeps XLA's compiled programs (the BT and 2PL fits, the NUTS chain) on disk, so a
 second ``rcp-jax fit`` skips most of its compile time (27 s -> 15 s for NUTS on the demo, two cores). It
@@ -48,6 +53,7 @@ VERBS = ("demo", "pool", "judge", "doctor", "fit", "evaluate", "compare", "diagn
 #: Exit codes (see the module docstring and ``rcp-jax --help``).
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_JUDGE_FAILED = 0, 1, 2, 3
 EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + 2, 128 + 15  # SIGINT, SIGTERM
+EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE: what a shell reports for a Unix tool whose reader went away
 
 EPILOG = """\
 exit status:
@@ -58,6 +64,7 @@ exit status:
        their attempts, an early-stop verdict); answers received are stored: fix the cause
        and run the same command again to resume
   130  interrupted by Ctrl-C; answers received so far are stored: run the same command again
+  141  stdout closed early (e.g. piped into head): stopped quietly
   143  stopped by SIGTERM, handled like Ctrl-C
 """
 
@@ -85,12 +92,50 @@ def build_parser() -> argparse.ArgumentParser:
         help="number of CPU devices XLA exposes (for sharding / parallel chains); set before JAX starts",
     )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    parser.verb_parsers = {}
     for mod in _load_commands():
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         p.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
+        parser.verb_parsers[mod.NAME] = p
     return parser
+
+
+def unknown_arguments_message(extra: Sequence[str], parser: argparse.ArgumentParser) -> str:
+    """``unrecognized arguments: ...`` with, for each unknown option, the closest option ``parser`` has."""
+    import difflib
+
+    options = sorted({o for a in parser._actions for o in a.option_strings if o.startswith("--")})
+    hints = []
+    for arg in extra:
+        if not arg.startswith("--"):
+            continue
+        name = arg.split("=", 1)[0]
+        close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+        if close:
+            hints.append(f"{name}: did you mean {close[0]}?")
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    return "; ".join([message, *hints]) if hints else message
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, with unknown options refused by the verb's own parser (its usage line) and a
+    suggestion of the closest known option."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        target = getattr(parser, "verb_parsers", {}).get(getattr(args, "verb", None), parser)
+        target.error(unknown_arguments_message(extra, target))
+    return args
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so the interpreter's final flush does not raise again (its reader is gone)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # pragma: no cover - stdout without a file descriptor
+        pass
 
 
 COMPILE_CACHE_MAX_BYTES = 1 << 30  # least recently used programs are evicted beyond 1 GiB
@@ -119,7 +164,7 @@ def _configure_compilation_cache() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rcp-jax`` console script; returns the process exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if args.host_devices:
         flags = os.environ.get("XLA_FLAGS", "")
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={args.host_devices}".strip()
@@ -140,7 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.showwarning = show_warning
     previous_term = _install(signal.SIGTERM, interrupt_handler)  # SIGTERM stops a run like Ctrl-C
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()  # a reader that went away shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:  # stdout's reader closed early (| head): stop quietly, like a Unix tool on SIGPIPE
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except (RcpError, JudgeInputError, StoreError) as err:  # bad input, a damaged or locked store
         print(f"rcp-jax {args.verb}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
