@@ -703,6 +703,9 @@ def save_calibration(calibration: Calibration, folder) -> None:
 def load_calibration(folder) -> Calibration:
     """Read a calibration written by :func:`save_calibration` (ids read back as strings).
 
+    ``folder`` is the calibration folder itself (it holds ``items.json``) or the folder ``rcp-jax fit
+    --out`` wrote, whose ``calibration/`` subfolder it then reads, as ``rcp-jax evaluate --calibration`` does.
+
     Raises:
         DataError: a file is missing or unreadable, or the tables do not match ``items.json`` (a save
             that was interrupted, or files copied from different fits).
@@ -712,9 +715,12 @@ def load_calibration(folder) -> Calibration:
     from pathlib import Path
 
     folder = Path(folder)
+    if not (folder / "items.json").is_file() and (folder / "calibration" / "items.json").is_file():
+        folder = folder / "calibration"  # the folder `rcp-jax fit --out` wrote
     items_path = folder / "items.json"
     if not items_path.is_file():
-        raise DataError(f"{items_path} not found: point to a folder written by `rcp-jax fit` (save_calibration)")
+        raise DataError(f"{items_path} not found (nor {folder / 'calibration' / 'items.json'}): point to the folder "
+                        "`rcp-jax fit --out` wrote, or its calibration/ subfolder (save_calibration)")
     try:
         items = json.loads(items_path.read_text(encoding="utf-8"))
         for key in ("criteria", "gamma", "beta"):

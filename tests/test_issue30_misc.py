@@ -183,3 +183,30 @@ def test_an_unknown_option_gets_the_closest_known_one(capsys):
         main(["compare", "per_query.csv", "--permutatons=10", "--zzzzzz"])
     err = capsys.readouterr().err
     assert "--permutatons: did you mean --permutations?" in err and "--zzzzzz:" not in err
+
+
+# --------------------------------------------------------------------------------------------------
+# rcp_jax.load_calibration takes the folder `rcp-jax fit --out` wrote, as the CLI does
+# --------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fitted(judged):
+    folder, store, _ = judged
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["fit", "--store", str(store), "--out", str(folder / "fit"), "--no-plots", "--json"]) == 0
+    return folder / "fit"
+
+
+def test_load_calibration_accepts_the_fit_output_folder(fitted, tmp_path):
+    import rcp_jax
+    from rcp_jax.errors import DataError
+
+    assert (fitted / "calibration" / "items.json").is_file() and not (fitted / "items.json").exists()
+    via_cli_folder = rcp_jax.load_calibration(fitted)
+    direct = rcp_jax.load_calibration(fitted / "calibration")
+    np.testing.assert_array_equal(via_cli_folder.gamma, direct.gamma)
+    pd.testing.assert_frame_equal(via_cli_folder.documents, direct.documents)
+    with pytest.raises(DataError, match=r"items\.json not found \(nor .*calibration/items\.json\)"):
+        rcp_jax.load_calibration(tmp_path)
