@@ -6,7 +6,10 @@ reached in ``timeout`` seconds, gives an empty :class:`ServerInfo` and the run g
 - llama.cpp's ``llama-server``: ``GET <root>/props`` -> ``default_generation_settings.n_ctx`` (or a top-level
   ``n_ctx``) is the context of one slot, ``total_slots`` the requests it generates at once;
 - vLLM (and SGLang versions that report it): ``GET <api_base>/models`` -> ``data[i].max_model_len``;
-- others (llama-cpp-python, Ollama's OpenAI endpoint, hosted APIs): nothing.
+- llama-cpp-python (``python -m llama_cpp.server``): no ``/props``; its ``GET <api_base>/models`` lists
+  models ``owned_by: "me"`` with a ``permissions`` list, and it answers one request at a time (one model
+  behind a lock), so it is reported as 1 slot: more calls in flight only queue inside it;
+- others (Ollama's OpenAI endpoint, hosted APIs): nothing.
 
 ``<root>`` is ``api_base`` without its trailing ``/v1``.
 """
@@ -69,6 +72,19 @@ def _from_models(listing: Any, model: str | None) -> int | None:
     return _positive_int(chosen[0].get("max_model_len")) if chosen else None
 
 
+#: What llama-cpp-python's model listing looks like (its server answers one request at a time).
+LLAMA_CPP_PYTHON = "llama-cpp-python"
+
+
+def _is_llama_cpp_python(listing: Any) -> bool:
+    """Whether a ``/models`` listing is llama-cpp-python's: every model ``owned_by: "me"`` with a ``permissions`` list."""
+    data = listing.get("data") if isinstance(listing, Mapping) else None
+    if not isinstance(data, Sequence) or not data:
+        return False
+    return all(isinstance(e, Mapping) and e.get("owned_by") == "me" and isinstance(e.get("permissions"), list)
+               for e in data)
+
+
 def probe_server(api_base: str | None, model: str | None = None, *, timeout: float = 3.0) -> ServerInfo:
     """Ask the server at ``api_base`` for its context length and slots (see the module docstring).
 
@@ -87,11 +103,16 @@ def probe_server(api_base: str | None, model: str | None = None, *, timeout: flo
             sources.append(f"GET {root}/props")
     except (urllib.error.URLError, OSError, ValueError) as exc:
         log.debug("no /props at %s (%s)", root, exc)
-    if context is None:
+    if context is None or slots is None:
         try:
-            context = _from_models(_get_json(f"{base}/models", timeout), model)
-            if context:
+            listing = _get_json(f"{base}/models", timeout)
+            found = _from_models(listing, model) if context is None else None
+            if slots is None and _is_llama_cpp_python(listing):
+                slots = 1
+                sources.append(f"GET {base}/models: {LLAMA_CPP_PYTHON}, which answers one request at a time")
+            elif found:
                 sources.append(f"GET {base}/models")
+            context = context or found
         except (urllib.error.URLError, OSError, ValueError) as exc:
             log.debug("no model listing at %s (%s)", base, exc)
     return ServerInfo(context=context, slots=slots, source=", ".join(sources))

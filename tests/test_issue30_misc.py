@@ -210,3 +210,50 @@ def test_load_calibration_accepts_the_fit_output_folder(fitted, tmp_path):
     pd.testing.assert_frame_equal(via_cli_folder.documents, direct.documents)
     with pytest.raises(DataError, match=r"items\.json not found \(nor .*calibration/items\.json\)"):
         rcp_jax.load_calibration(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------------
+# --concurrency auto on llama-cpp-python: one request at a time, so 1 (not 4 and "raise it")
+# --------------------------------------------------------------------------------------------------
+@pytest.fixture
+def llama_cpp_python_like():
+    """A fake server answering like llama-cpp-python: no /props (404), models ``owned_by: "me"``."""
+    from judging import SimulatedJudge
+    from judging.testing_server import FakeOpenAIServer
+
+    server = FakeOpenAIServer(SimulatedJudge({"q": {"d": 0.0}}), model_info={"owned_by": "me", "permissions": []}).start()
+    yield server
+    server.stop()
+
+
+def test_llama_cpp_python_is_one_slot(llama_cpp_python_like):
+    from judging.server_info import probe_server
+
+    info = probe_server(llama_cpp_python_like.url, "openai/fake-judge")
+    assert (info.context, info.slots) == (None, 1)
+    assert info.source == f"GET {llama_cpp_python_like.url}/models: llama-cpp-python, which answers one request at a time"
+
+
+def test_concurrency_auto_picks_1_on_llama_cpp_python_and_advises_nothing_more(llama_cpp_python_like):
+    from rcp_jax.cli import _judge_options as J
+    from rcp_jax.cli import build_parser
+
+    args = build_parser().parse_args(["judge", "--rows", "r.jsonl", "--model", "openai/fake-judge",
+                                      "--api-base", llama_cpp_python_like.url])
+    J.build_judge(args, None)
+    assert args.concurrency == 1
+    assert len(args.judge_notes) == 1 and "llama-cpp-python" in args.judge_notes[0]
+    assert "raise" not in args.judge_notes[0]
+    more = build_parser().parse_args(["judge", "--rows", "r.jsonl", "--model", "openai/fake-judge",
+                                      "--api-base", llama_cpp_python_like.url, "--concurrency", "4"])
+    J.build_judge(more, None)
+    assert more.concurrency == 4 and "more than the server's 1 parallel slot" in more.judge_notes[0]
+
+
+def test_other_model_listings_are_not_taken_for_llama_cpp_python():
+    from judging.server_info import _is_llama_cpp_python
+
+    assert not _is_llama_cpp_python({"data": [{"id": "m", "object": "model", "owned_by": "vllm", "max_model_len": 8192}]})
+    assert not _is_llama_cpp_python({"data": [{"id": "m", "owned_by": "llamacpp"}]})  # llama.cpp's llama-server
+    assert not _is_llama_cpp_python({"data": [{"id": "m", "owned_by": "me"}]})  # no permissions list
+    assert not _is_llama_cpp_python({"data": []}) and not _is_llama_cpp_python(None)

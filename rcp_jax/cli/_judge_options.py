@@ -5,8 +5,9 @@ Sizing (also in the README's "Judging with a real LLM server"):
 - ``--concurrency``: calls in flight. A server generates only as many requests at once as it has slots
   (llama.cpp ``-np``; vLLM / SGLang batch many); the rest queue *inside the server*, and that wait counts
   against ``--timeout``, while the server keeps generating for callers that already gave up. ``auto`` (the
-  default) takes the slots the server reports (llama.cpp ``GET /props``), else 4 for a self-hosted
-  ``--api-base`` that reports none (llama-cpp-python, Ollama) and 16 for a hosted API.
+  default) takes the slots the server reports (llama.cpp ``GET /props``; llama-cpp-python, recognised by
+  its ``/v1/models``, answers one request at a time: 1), else 4 for a self-hosted ``--api-base`` that
+  reports none (Ollama, vLLM) and 16 for a hosted API.
 - ``--max-tokens``: room for the answer. The prompt (a window of documents) plus this must fit the model's
   context; when the server reports its context (llama.cpp ``/props``, vLLM ``/v1/models``) a window that
   cannot fit is warned about before the first call.
@@ -80,7 +81,7 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--concurrency", type=_concurrency, default="auto", metavar="N|auto",
                    help="judge calls in flight. Set it to the server's parallel slots: more only queue inside the "
                         "server, and the wait counts against --timeout. auto (default): the slots the server reports "
-                        f"(llama.cpp /props), else {AUTO_CONCURRENCY_SELF_HOSTED} with --api-base and "
+                        f"(llama.cpp /props; 1 for llama-cpp-python), else {AUTO_CONCURRENCY_SELF_HOSTED} with --api-base and "
                         f"{AUTO_CONCURRENCY_HOSTED} for a hosted API")
     g.add_argument("--seed", type=int, default=0, help="schedule seed (default 0)")
     g.add_argument("--temperature", type=float, default=0.0,
