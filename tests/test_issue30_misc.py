@@ -257,3 +257,27 @@ def test_other_model_listings_are_not_taken_for_llama_cpp_python():
     assert not _is_llama_cpp_python({"data": [{"id": "m", "owned_by": "llamacpp"}]})  # llama.cpp's llama-server
     assert not _is_llama_cpp_python({"data": [{"id": "m", "owned_by": "me"}]})  # no permissions list
     assert not _is_llama_cpp_python({"data": []}) and not _is_llama_cpp_python(None)
+
+
+# --------------------------------------------------------------------------------------------------
+# fit's statistical model is --calibration-model (--model is the LLM in judge); --model is deprecated there
+# --------------------------------------------------------------------------------------------------
+def test_fit_names_its_model_option_calibration_model(judged, cli, tmp_path):
+    _, store, _ = judged
+    out = cli("fit", "--store", str(store), "--out", str(tmp_path / "a"), "--calibration-model", "rubric-only",
+              "--no-plots", "--json")
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert info["calibration_model"] == info["model"] == "rubric-only"
+    assert "deprecated" not in out.stderr
+    old = cli("fit", "--store", str(store), "--out", str(tmp_path / "b"), "--model", "rubric-only", "--no-plots",
+              "--json")
+    assert old.returncode == 0, old.stderr
+    assert "warning: fit's --model is deprecated" in old.stderr and "--calibration-model" in old.stderr
+    assert json.loads(old.stdout)["calibration_model"] == "rubric-only"
+    assert any("deprecated" in n for n in json.loads(old.stdout)["notes"])
+    refused = cli("fit", "--store", str(store), "--out", str(tmp_path / "c"), "--calibration-model", "joint")
+    assert refused.returncode == 2 and "--calibration-model joint has no point fit" in refused.stderr
+    from rcp_jax.cli import build_parser
+
+    assert "not the LLM" in build_parser().verb_parsers["fit"].format_help()

@@ -79,9 +79,9 @@ def run_fit(args) -> int:
 
     if args.family:
         raise DataError("give --judges (several judges pooled) or --family (one judge), not both")
-    if args.model not in (None, "frozen"):
-        raise DataError(f"--judges pools the frozen-BT 2PL; --model {args.model} has no pooled version: leave "
-                        "--model out (or pass --model frozen)")
+    if args.calibration_model not in (None, "frozen"):
+        raise DataError(f"--judges pools the frozen-BT 2PL; --calibration-model {args.calibration_model} has no pooled "
+                        "version: leave --calibration-model out (or pass --calibration-model frozen)")
     if args.method not in ("map", "nuts"):
         raise DataError(f"--judges takes --method map (intervals from the Hessian) or nuts (posterior intervals), "
                         f"not {args.method}")

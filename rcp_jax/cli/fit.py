@@ -22,12 +22,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the rubric file the store was judged with (as `rcp-jax judge --rubric`): checked against the "
                         "rubric the store records, and a store judged with another rubric is refused (default: the "
                         "store's own rubric names the criteria)")
-    p.add_argument("--model", choices=MODELS, default=None,
-                   help="joint (the default with --method nuts/svi/laplace): BT scores latent, so tournament noise "
+    p.add_argument("--calibration-model", choices=MODELS, default=None, dest="calibration_model",
+                   help="the statistical model of the calibration (not the LLM: that is judge's --model). "
+                        "joint (the default with --method nuts/svi/laplace): BT scores latent, so tournament noise "
                         "flows into the gains and their 90%% intervals cover the truth at about 90%% on noisy tournaments; "
                         "frozen (the default with --method map): 2PL on the BT scores taken as exact, whose intervals "
                         "leave the tournament's noise out (too narrow on noisy tournaments); rubric-only: 2PL on the "
                         "rubric answers alone")
+    p.add_argument("--model", choices=MODELS, default=None, dest="calibration_model", action=_DeprecatedModel,
+                   help="deprecated spelling of --calibration-model (warned; to be removed: --model names the LLM "
+                        "judge in `judge` and `doctor`)")
     p.add_argument("--method", choices=METHODS, default="map",
                    help="map (default): point fit only (frozen: the MAP; rubric-only: marginal ML); nuts, svi "
                         "(AutoNormal) or laplace (AutoLaplaceApproximation): a posterior, written to posterior/ "
@@ -54,16 +58,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "item_curves_posterior.png (posterior bands)")
 
 
+class _DeprecatedModel(argparse.Action):
+    """``fit --model``: the old name of ``--calibration-model``, stored there and warned about."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.deprecated_model_option = True
+
+
+DEPRECATED_MODEL_NOTE = ("fit's --model is deprecated and will be removed: write --calibration-model (--model names "
+                         "the LLM judge in `rcp-jax judge`)")
+
+
 def check_arguments(args) -> None:
     """Refuse combinations that have no meaning, before anything is read or fitted."""
     from rcp_jax.errors import DataError
 
-    if args.model is None:
-        args.model = "frozen" if args.method == "map" else "joint"
-    if args.model == "joint" and args.method == "map":
+    if args.calibration_model is None:
+        args.calibration_model = "frozen" if args.method == "map" else "joint"
+    if args.calibration_model == "joint" and args.method == "map":
         raise DataError(
-            "--model joint has no point fit: the joint model exists to carry tournament noise into the gains, so "
-            "use --method nuts (or svi / laplace, its fast approximations); for a MAP use --model frozen"
+            "--calibration-model joint has no point fit: the joint model exists to carry tournament noise into the "
+            "gains, so use --method nuts (or svi / laplace, its fast approximations); for a MAP use "
+            "--calibration-model frozen"
         )
     for name in ("warmup", "draws", "chains", "svi_steps"):
         value = getattr(args, name)
@@ -80,6 +97,10 @@ def run(args) -> int:
     from rcp_jax.pipeline import FlaggedJudgementWarning, flag_notes, store_tables
     from rcp_jax.tournament import fit_bradley_terry
 
+    if getattr(args, "deprecated_model_option", False):
+        from rcp_jax.cli._common import stderr
+
+        stderr(f"rcp-jax fit: warning: {DEPRECATED_MODEL_NOTE}")
     if args.judges:  # several judges pooled: rcp_jax.cli._judges
         from rcp_jax.cli._judges import run_fit
 
@@ -97,10 +118,11 @@ def run(args) -> int:
         bt = fit_bradley_terry(window_scores, float64=args.float64)
         # The point calibration evaluate uses: the rubric-only fit for that model, else the frozen-BT MAP
         # (which also starts the joint model's chains).
-        cal = fit_rubric_only(answers) if args.model == "rubric-only" else calibrate(bt, answers, float64=args.float64)
+        cal = fit_rubric_only(answers) if args.calibration_model == "rubric-only" else calibrate(bt, answers, float64=args.float64)
     cal.rubric = _store_rubric(args, families["rubric"], len(cal.criteria))
     notes = [str(w.message) for w in caught] + flag_notes(args.store, keep_flagged=args.keep_flagged)
     notes += _unanswered_notes(args.store)
+    notes += [DEPRECATED_MODEL_NOTE] if getattr(args, "deprecated_model_option", False) else []
     atomic_write_csv(args.out / "window_scores.csv", window_scores)
     atomic_write_csv(args.out / "answers.csv", answers)
     atomic_write_csv(args.out / "bt.csv", bt)
@@ -110,7 +132,7 @@ def run(args) -> int:
         from rcp_jax.plots.report import write_calibration_plots
 
         figures = write_calibration_plots(cal, args.out)
-    payload = {"model": args.model, "method": args.method, "queries": int(cal.queries["calibrated"].sum()),
+    payload = {"calibration_model": args.calibration_model, "model": args.calibration_model, "method": args.method, "queries": int(cal.queries["calibrated"].sum()),
                "documents": int(cal.documents["gain"].notna().sum()), "criteria": cal.criteria,
                "criterion_names": cal.labels, "rubric": cal.rubric,
                "gamma": cal.gamma, "beta": cal.beta, "families": families, "notes": notes,
@@ -118,7 +140,7 @@ def run(args) -> int:
     if args.method != "map":
         from rcp_jax.bayes import posterior
 
-        model = args.model.replace("-", "_")
+        model = args.calibration_model.replace("-", "_")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             post = posterior.fit_posterior(
@@ -142,7 +164,7 @@ def run(args) -> int:
             payload["figure"] = str(figure)
     atomic_write_json(args.out / "fit.json", payload)
     lines = [
-        f"fitted {payload['queries']} queries, {payload['documents']} documents ({args.model} model, {args.method})",
+        f"fitted {payload['queries']} queries, {payload['documents']} documents ({args.calibration_model} model, {args.method})",
         _item_lines(cal),
         *[f"note: {n}" for n in notes],
         f"calibration written to {args.out / 'calibration'}",

@@ -1,4 +1,4 @@
-"""`rcp-jax fit --model ... --method ...` and `rcp-jax evaluate --posterior` on a three-query cut of the demo (in process)."""
+"""`rcp-jax fit --calibration-model ... --method ...` and `rcp-jax evaluate --posterior` on a three-query cut of the demo (in process)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_fit_frozen_model_then_evaluate_posterior_says_what_its_intervals_leave_
     from rcp_jax.bayes.posterior import FROZEN_NOTE, load_posterior
 
     store, runs = tiny_store
-    info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--model", "frozen", "--method", "nuts",
+    info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--calibration-model", "frozen", "--method", "nuts",
                                   "--warmup", "150", "--draws", "100", "--chains", "1", "--seed", "3")
     assert info["model"] == "frozen" and info["diagnostics"]["model"] == "frozen"
     assert info["diagnostics"]["num_draws"] == 100
@@ -72,7 +72,7 @@ def test_fit_frozen_model_then_evaluate_posterior_says_what_its_intervals_leave_
 
 def test_fit_rubric_only_by_laplace_then_evaluate_posterior(tiny_store, tmp_path, capsys):
     store, runs = tiny_store
-    info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--model", "rubric-only", "--method",
+    info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--calibration-model", "rubric-only", "--method",
                                   "laplace", "--draws", "100", "--svi-steps", "300", "--no-plots",
                                   eval_args=("--out", str(tmp_path / "eval"), "--no-plots"))
     assert info["model"] == "rubric-only" and info["diagnostics"]["method"] == "laplace"
@@ -86,7 +86,7 @@ def test_fit_rubric_only_by_laplace_then_evaluate_posterior(tiny_store, tmp_path
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--model", "joint", "--method", "map"], "--model joint has no point fit"),
+    (["--calibration-model", "joint", "--method", "map"], "--calibration-model joint has no point fit"),
     (["--method", "nuts", "--chains", "0"], "--chains must be >= 1"),
 ])
 def test_fit_refuses_meaningless_combinations(tiny_store, tmp_path, capsys, args, message):
@@ -102,7 +102,7 @@ def test_fit_nuts_with_one_chain_prints_its_diagnostics_without_r_hat(tiny_store
     frozen test's settings, so its compiled sampler is reused)."""
     store, _ = tiny_store
     capsys.readouterr()
-    code = main(["fit", "--store", str(store), "--out", str(tmp_path / "fit"), "--model", "frozen", "--method", "nuts",
+    code = main(["fit", "--store", str(store), "--out", str(tmp_path / "fit"), "--calibration-model", "frozen", "--method", "nuts",
                  "--warmup", "150", "--draws", "100", "--chains", "1", "--seed", "3", "--no-plots"])
     printed = capsys.readouterr().out
     assert code == 0
