@@ -42,7 +42,7 @@ def test_notebook_runs_in_small_mode(monkeypatch, noisy, noisy_posteriors):
     # noisy_posteriors: the notebook's small mode fits the same collection with the same settings and seed,
     # so those two fits are the fixture's (checked below); everything after them runs as written.
     matplotlib.use("Agg")
-    monkeypatch.setenv("RCP_NOTEBOOK_SMALL", "1")
+    monkeypatch.setenv("RCP_JAX_NOTEBOOK_SMALL", "1")
     reused = _reuse_shared_fits(monkeypatch, noisy, noisy_posteriors)
     nb = json.loads(NOTEBOOK.read_text())
     assert nb["nbformat"] == 4
@@ -52,7 +52,7 @@ def test_notebook_runs_in_small_mode(monkeypatch, noisy, noisy_posteriors):
         for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
             source = "".join(cell["source"])
             exec(compile(source, f"{NOTEBOOK.name}[code cell {i}]", "exec"), namespace)  # noqa: S102
-    assert os.environ["RCP_NOTEBOOK_SMALL"] == "1" and namespace["SMALL"]
+    assert os.environ["RCP_JAX_NOTEBOOK_SMALL"] == "1" and namespace["SMALL"]
     assert reused == ["joint", "frozen"]  # the small mode is the suite's noisy collection, as the notebook says
     summary = namespace["summary"]
     assert summary.loc["posterior (joint model)", "called wrong"] == 0
