@@ -301,3 +301,46 @@ def test_every_notebook_reads_the_same_quick_mode_variable():
     notebooks = {p for p in seen["RCP_JAX_NOTEBOOK_SMALL"] if p.endswith(".ipynb")}
     assert notebooks == {str(p.relative_to(root)) for p in (root / "notebooks").glob("*.ipynb")}
     assert "README.md" in seen["RCP_JAX_NOTEBOOK_SMALL"]
+
+
+# --------------------------------------------------------------------------------------------------
+# two simulated judges from the CLI: "A second judge" offline
+# --------------------------------------------------------------------------------------------------
+def test_two_named_simulated_judges_pool_as_two_judges(demo_tiny, cli, tmp_path):
+    store = tmp_path / "store"
+    base = ["judge", "--rows", str(demo_tiny["rows"]), "--store", str(store), "--quiet", "--json"]
+    first = cli(*base, "--simulated-name", "sim-a")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["model"] == "sim-a"
+    second = cli(*base, "--simulated-name", "sim-strict", "--simulated-severity", "1.5", "--simulated-noise", "0.3")
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["calls"] == json.loads(first.stdout)["calls"]  # a judge of its own: all asked
+    fit = cli("fit", "--store", str(store), "--judges", "sim-a,sim-strict", "--out", str(tmp_path / "fit"), "--json")
+    assert fit.returncode == 0, fit.stderr
+    offsets = {r["judge"]: r["delta"] for r in json.loads((tmp_path / "fit" / "fit.json").read_text())["offsets"]}
+    assert set(offsets) == {"sim-a", "sim-strict"}
+    assert offsets["sim-strict"] > offsets["sim-a"]  # the stricter one is found stricter
+
+
+def test_simulated_options_are_refused_with_a_real_model_and_checked():
+    from rcp_jax.cli import _judge_options as J
+    from rcp_jax.cli import build_parser
+    from rcp_jax.errors import DataError
+
+    def args(*extra):
+        return build_parser().parse_args(["judge", "--rows", "r.jsonl", *extra])
+
+    with pytest.raises(DataError, match=r"--simulated-severity set\(s\) the simulated judge, but --model is openai/x"):
+        J.build_judge(args("--model", "openai/x", "--simulated-severity", "1"), None)
+    with pytest.raises(DataError, match="--simulated-name 'two words'"):
+        J.build_judge(args("--simulated-name", "two words"), {"q": {"d": 0.0}})
+    judge = J.build_judge(args("--simulated-name", "lenient", "--simulated-severity", "-0.5",
+                               "--simulated-discrimination", "2"), {"q": {"d": 0.0}})
+    assert (judge.model, judge.severity, judge.discrimination, judge.noise) == ("lenient", -0.5, 2.0, 0.5)
+    default = J.build_judge(args(), {"q": {"d": 0.0}})
+    from judging import SimulatedJudge
+
+    # the default keeps the family (and so the record ids) of every store judged before these options
+    assert default.family("rubric") == SimulatedJudge({"q": {"d": 0.0}}, seed=0).family("rubric")
+    with pytest.raises(SystemExit):
+        args("--simulated-discrimination", "0")

@@ -56,6 +56,11 @@ _positive_int = _bounded(int, lambda v: v >= 1, "an integer >= 1")
 _positive_float = _bounded(float, lambda v: v > 0, "a number of seconds > 0")
 _price = _bounded(float, lambda v: v >= 0, "a price in USD per token (e.g. 1.5e-7)", ">= 0 (USD per token)")
 _count = _bounded(int, lambda v: v >= 1, "'auto' or an integer >= 1")
+_positive_number = _bounded(float, lambda v: v > 0, "a number > 0")
+_nonnegative_number = _bounded(float, lambda v: v >= 0, "a number >= 0")
+#: --model's offline judge, and the tournament noise it has unless --simulated-noise says otherwise.
+SIMULATED = "simulated"
+SIMULATED_NOISE = 0.5
 
 
 def _concurrency(text: str) -> int | str:
@@ -118,9 +123,42 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
                         "(0 for your own server); give with --output-cost-per-token (default: litellm's price map)")
     g.add_argument("--output-cost-per-token", type=_price, default=None, metavar="USD",
                    help="price of one answer token in USD; give with --input-cost-per-token (default: litellm's map)")
+    s = p.add_argument_group("simulated judge", "the offline judge of --model simulated (latent relevance from the "
+                                                "qrels); two of them with different names try 'A second judge' offline")
+    s.add_argument("--simulated-name", default=SIMULATED, metavar="NAME",
+                   help=f"the simulated judge's model name, recorded in the store and used by `fit --judges` "
+                        f"(default {SIMULATED})")
+    s.add_argument("--simulated-severity", type=float, default=0.0, metavar="X",
+                   help="rubric strictness: > 0 a stricter judge (every criterion's difficulty raised by X ability "
+                        "units), < 0 a more lenient one (default 0)")
+    s.add_argument("--simulated-discrimination", type=_positive_number, default=1.0, metavar="X",
+                   help="rubric decisiveness: > 1 answers closer to certain, < 1 closer to a coin (default 1)")
+    s.add_argument("--simulated-noise", type=_nonnegative_number, default=SIMULATED_NOISE, metavar="X",
+                   help="standard deviation of the tournament scores' noise, in score points "
+                        f"(default {SIMULATED_NOISE})")
     from rcp_jax.cli._image_options import add_image_options
 
     add_image_options(p)
+
+
+def simulated_settings(args) -> dict[str, Any]:
+    """``SimulatedJudge`` keywords of the ``--simulated-*`` options; a DataError when one is given with a real
+    ``--model`` (it would be ignored)."""
+    get = lambda name, default: getattr(args, name, default)  # noqa: E731 - other verbs' namespaces lack them
+    settings = {"model": get("simulated_name", SIMULATED), "severity": get("simulated_severity", 0.0),
+                "discrimination": get("simulated_discrimination", 1.0), "noise": get("simulated_noise", SIMULATED_NOISE)}
+    defaults = {"model": SIMULATED, "severity": 0.0, "discrimination": 1.0, "noise": SIMULATED_NOISE}
+    if args.model != SIMULATED:
+        given = [f"--simulated-{k if k != 'model' else 'name'}" for k, v in settings.items() if v != defaults[k]]
+        if given:
+            raise DataError(f"{', '.join(given)} set(s) the simulated judge, but --model is {args.model}: drop "
+                            f"{'them' if len(given) > 1 else 'it'}, or use --model simulated")
+        return {}
+    name = str(settings["model"]).strip()
+    if not name or any(c.isspace() for c in name) or "=" in name or "," in name:
+        raise DataError(f"--simulated-name {settings['model']!r}: give a name without spaces, '=' or ',' "
+                        "(it is how `fit --judges` names the judge), e.g. sim-strict")
+    return {**settings, "model": name}
 
 
 def extra_params(text: str | None) -> dict[str, Any]:
@@ -160,10 +198,11 @@ def build_judge(args, latent: dict | None):
         from judging.rubric import load_rubric
 
         rubric = load_rubric(args.rubric)
-    if args.model == "simulated":
+    simulated = simulated_settings(args)
+    if args.model == SIMULATED:
         if latent is None:
             raise DataError("the simulated judge needs latent relevance: give qrels (--qrels) or a real --model")
-        judge = SimulatedJudge(latent, seed=args.seed)
+        judge = SimulatedJudge(latent, seed=args.seed, **simulated)
     else:
         in_cost, out_cost = get("input_cost_per_token"), get("output_cost_per_token")
         if (in_cost is None) != (out_cost is None):

@@ -104,10 +104,11 @@ def run(args) -> int:
     notes = flag_notes(args.store)
     invalid = summarise_store(args.store, ("tournament", "rubric"))
     usage, usage_line = run_usage(judge, time.perf_counter() - started)
+    judge_name = str(getattr(judge, "model", None) or args.model)  # --simulated-name for a named simulated judge
     payload = {"calls": calls, "tournament_windows": window_count(window_scores),
                "rubric_windows": window_count(answers), "rubric_placements": len(answers), **usage,
-               "store": str(args.store), "model": args.model, "notes": notes, "invalid_answers": invalid.to_dict()}
-    lines = [f"judged {len(collection.pools)} queries with {args.model}: {calls} calls this run; "
+               "store": str(args.store), "model": judge_name, "notes": notes, "invalid_answers": invalid.to_dict()}
+    lines = [f"judged {len(collection.pools)} queries with {judge_name}: {calls} calls this run; "
              f"store {args.store} (run the same command again to resume; next: rcp-jax fit --store {args.store})",
              usage_line]
     from rcp_jax.cli._endpoints import endpoint_summary
