@@ -344,3 +344,21 @@ def test_simulated_options_are_refused_with_a_real_model_and_checked():
     assert default.family("rubric") == SimulatedJudge({"q": {"d": 0.0}}, seed=0).family("rubric")
     with pytest.raises(SystemExit):
         args("--simulated-discrimination", "0")
+
+
+# --------------------------------------------------------------------------------------------------
+# what extend costs (README, "Adding a new reranker later"): the table there, and one measured run
+# --------------------------------------------------------------------------------------------------
+def test_extension_cost_per_new_document_matches_the_readme():
+    from rcp_jax.schedule import extension_counts
+
+    table = {1: (12, 1), 2: (12, 2), 3: (12, 6), 5: (12, 7), 10: (24, 7), 30: (72, 20)}
+    assert {n: extension_counts(n) for n in table} == table
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert "| calls per new document | 13 | 7.0 | 6.0 | 3.8 | 3.1 | 3.07 |" in readme
+    assert [round(sum(c) / n, 2) for n, c in table.items()] == [13.0, 7.0, 6.0, 3.8, 3.1, 3.07]
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from extend_cost import measure  # noqa: PLC0415  (the benchmark's own measurement, on a small collection)
+
+    got = measure(3, queries=2, pool=16, seed=1, malformed=0.0)
+    assert (got["new_documents"], got["calls"], got["calls_per_new_document"]) == (6, 36, 6.0)

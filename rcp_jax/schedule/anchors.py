@@ -20,7 +20,8 @@ twice (as :mod:`rcp_jax.schedule`): one or two new documents get 1 or 2 rubric w
 tournament counts are an upper bound reached unless the anchors are very few (a new document beside a
 single anchor has two orders). Counts at the defaults
 (``new_per_window`` 5, ``placements`` 12, ``w`` 10): 30 new documents take 72 tournament and 20 rubric
-windows, about 3 calls per new document, whatever the size of the pool.
+windows, about 3 calls per new document, whatever the size of the pool; but a query adding few documents
+pays at least 12 tournament windows (3 new documents: 12 + 6 windows, 6 calls each; 1: 13).
 """
 
 from __future__ import annotations
