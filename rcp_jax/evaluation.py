@@ -317,7 +317,7 @@ def evaluate(
 
     Returns:
         DataFrame ``system, query_id, [dataset,] rcp_ndcg, count_ndcg, qrel_ndcg`` (columns present for
-        the gains given), one row per (system, query). With gains, ``attrs["holes"]`` holds the
+        the gains given), one row per (system, query); ``attrs["k"]`` is ``k``. With gains, ``attrs["holes"]`` holds the
         :func:`hole_table` of the run (before ``"ignore"`` drops anything).
 
     Example:
@@ -384,6 +384,7 @@ def evaluate(
         out.insert(2, "dataset", out["query_id"].map(ds))
     if hole_rows is not None:
         out.attrs["holes"] = hole_rows
+    out.attrs["k"] = int(k)  # the cut-off, for reports (rcp_jax.plots.report labels the leaderboard with it)
     return out
 
 

@@ -187,6 +187,21 @@ def format_board(board: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+#: One line per leaderboard metric: what its gain is (``metric_legend``).
+METRIC_MEANINGS = {
+    "qrel_ndcg": "qrel-nDCG: gain = the human qrel grade (a document without a qrel counts 0)",
+    "count_ndcg": "Count-nDCG: gain = share of the rubric's criteria the judge said the document meets",
+    "rcp_ndcg": "RCP-nDCG: gain = the calibrated RCP gain (tournament order, rubric-calibrated, comparable "
+                "across queries)",
+}
+
+
+def metric_legend(board: pd.DataFrame, k: int) -> str:
+    """What the leaderboard's columns are: the cut-off and one line per metric present."""
+    cols = [c for c in ("qrel_ndcg", "count_ndcg", "rcp_ndcg") if c in board.columns]
+    return "\n".join([f"nDCG@{k}, mean over queries; each metric's gain:", *[f"  {METRIC_MEANINGS[c]}" for c in cols]])
+
+
 def board_payload(board: pd.DataFrame) -> dict:
     return {str(s): {c: float(v) for c, v in row.items()} for s, row in board.iterrows()}
 

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from rcp_jax.cli._common import add_judge_args, board_payload, emit, format_board, make_judge, stderr
+from rcp_jax.cli._common import add_judge_args, board_payload, emit, format_board, make_judge, metric_legend, stderr
 from rcp_jax.cli._paths import folder
 
 NAME = "demo"
@@ -41,7 +41,7 @@ def run(args) -> int:
     if not args.no_plots:
         from rcp_jax.plots.report import write_report_plots
 
-        paths.update(write_report_plots(result, args.out))
+        paths.update(write_report_plots(result, args.out, k=args.k))
     from rcp_jax.data.atomic import atomic_write_text
     from rcp_jax.stats.comparison import sensitivity_report
     from rcp_jax.stats.system_pairs import compare_systems
@@ -60,10 +60,10 @@ def run(args) -> int:
         f"RCP demo: {len(collection.pools)} queries, {sum(map(len, collection.pools.values()))} pooled documents, "
         f"{board.shape[0]} systems, judge {judge.model!r}\n"
         f"judge calls this run: {result.calls} (answers are reused from {args.out / 'store'})\n\n"
-        f"{format_board(board)}\n\n"
+        f"{format_board(board)}\n{metric_legend(board, args.k)}\n\n"
         f"system pairs separated (paired t-test, p < 0.05): "
         + ", ".join(f"{m.replace('_ndcg', '')} {v['separated']}/{v['pairs']}" for m, v in separated.items())
-        + f"\nnDCG@{args.k}, mean over queries. Report: {args.out}/ ({', '.join(sorted(p.name for p in map(Path, paths.values())))})\n"
+        + f"\nReport: {args.out}/ ({', '.join(sorted(p.name for p in map(Path, paths.values())))})\n"
         f"finished in {elapsed:.1f} s"
     )
     payload = {

@@ -185,7 +185,7 @@ def _evaluation_figures(args, per_query, board, table, payload: dict, text: list
         if not args.out and not args.no_plots:
             text.append("figures: give --out to write leaderboard.png and the per-query spread")
         return
-    figures = write_evaluation_plots(per_query, board, args.out, intervals=intervals, interval_note=note)
+    figures = write_evaluation_plots(per_query, board, args.out, intervals=intervals, interval_note=note, k=args.k)
     payload["figures"] = [str(f) for f in figures.values()]
     text.extend(f"figure: {f}" for f in payload["figures"])
 

@@ -66,15 +66,73 @@ def item_curves(calibration, path, *, theta_range: tuple[float, float] | None = 
     return _save(fig, path)
 
 
+#: Label offsets tried around a point, in points: distances (nearest first) and directions (right-up first).
+_LABEL_DISTANCES = (4, 9, 15, 22, 30, 40, 52)
+_LABEL_DIRECTIONS = (45, 0, 90, 135, 180, 315, 270, 225)
+
+
+def place_labels(ax, xs, ys, labels, *, fontsize: float = 7) -> list[str]:
+    """Name scatter points without overlaps: each label goes to the nearest free spot around its point
+    (:data:`_LABEL_DISTANCES` x :data:`_LABEL_DIRECTIONS`), inside the axes and clear of every other label
+    and point, with a thin leader line once it sits away from its point. Labels are placed from the most
+    crowded point out.
+
+    Returns:
+        the labels no free spot was found for (not drawn; the caller can list them).
+    """
+    from matplotlib.transforms import Bbox
+
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    scale = fig.dpi / 72.0  # points -> pixels
+    pts = ax.transData.transform(np.column_stack([np.asarray(xs, float), np.asarray(ys, float)]))
+    frame = ax.get_window_extent(renderer)
+    dot = 4.0 * scale
+    taken = [Bbox.from_bounds(px - dot, py - dot, 2 * dot, 2 * dot) for px, py in pts]
+    crowd = np.array([(np.hypot(*(pts - p).T) < 40 * scale).sum() for p in pts])
+    left_out = []
+    for i in np.argsort(-crowd, kind="stable"):
+        (x, y), label = (xs[i], ys[i]), str(labels[i])
+        text = ax.annotate(label, (x, y), textcoords="offset points", xytext=(0, 0), fontsize=fontsize, color="0.25")
+        placed = False
+        for dist in _LABEL_DISTANCES:
+            for angle in _LABEL_DIRECTIONS:
+                dx, dy = dist * np.cos(np.radians(angle)), dist * np.sin(np.radians(angle))
+                text.set_position((dx, dy))
+                text.set_ha("left" if dx > 1e-9 else "right" if dx < -1e-9 else "center")
+                text.set_va("bottom" if dy > 1e-9 else "top" if dy < -1e-9 else "center")
+                box = text.get_window_extent(renderer).expanded(1.05, 1.1)
+                inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+                if inside and not any(box.overlaps(t) for j, t in enumerate(taken) if j != i):
+                    placed = True
+                    break
+            if placed:
+                break
+        if not placed:
+            text.remove()
+            left_out.append(label)
+            continue
+        taken.append(box)
+        if dist > _LABEL_DISTANCES[1]:
+            text.remove()
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=fontsize, color="0.25",
+                        ha=text.get_ha(), va=text.get_va(),
+                        arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.6", "shrinkA": 0, "shrinkB": 3})
+    return left_out
+
+
 def query_calibration(calibration, path) -> Path:
-    """Per-query scale tau and offset alpha (scatter, with the 5th-95th percentile tau ratio)."""
+    """Per-query scale tau and offset alpha (scatter, with the 5th-95th percentile tau ratio).
+
+    Up to 30 queries are named beside their points, without overlaps (:func:`place_labels`); names that find
+    no free spot are listed under the plot.
+    """
     plt = _plt()
     q = calibration.queries.dropna(subset=["tau"])
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    ax.scatter(q["alpha"], q["tau"], s=22, alpha=0.8)
-    if len(q) <= 30:  # few queries: name them
-        for qid, a, t in zip(q["query_id"], q["alpha"], q["tau"]):
-            ax.annotate(str(qid), (a, t), textcoords="offset points", xytext=(4, 3), fontsize=7, color="0.3")
+    named = len(q) <= 30
+    fig, ax = plt.subplots(figsize=(7.5, 5.2) if named and len(q) > 10 else (6.4, 4.4))
+    ax.scatter(q["alpha"], q["tau"], s=22, alpha=0.8, zorder=3)
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     if len(q) >= 2:
         lo, hi = np.percentile(q["tau"], [5, 95])
@@ -82,6 +140,13 @@ def query_calibration(calibration, path) -> Path:
     ax.set_xlabel("offset α (query relevance level)")
     ax.set_ylabel("scale τ (BT units -> common scale)")
     ax.grid(alpha=0.3)
+    ax.margins(0.12)  # room for the names at the edges
+    if named and len(q):
+        left_out = place_labels(ax, q["alpha"].to_numpy(), q["tau"].to_numpy(), q["query_id"].to_numpy())
+        if left_out:
+            shown = ", ".join(left_out[:12]) + (f" and {len(left_out) - 12} more" if len(left_out) > 12 else "")
+            ax.text(0.0, -0.16, f"not named (no room): {shown}", transform=ax.transAxes, fontsize=7, color="0.3",
+                    va="top")
     return _save(fig, path)
 
 
@@ -117,12 +182,13 @@ def bootstrap_leaderboard(per_query: pd.DataFrame, metrics=("qrel_ndcg", "count_
 
 
 def leaderboard_bars(board: pd.DataFrame, path, metrics=("qrel_ndcg", "count_ndcg", "rcp_ndcg"), *,
-                     intervals: dict[str, pd.DataFrame] | None = None, interval_note: str | None = None) -> Path:
+                     intervals: dict[str, pd.DataFrame] | None = None, interval_note: str | None = None,
+                     k: int | None = None, n_queries: int | None = None) -> Path:
     """Grouped bars: each system's mean of each metric side by side (systems sorted by the last metric),
     with an error bar per bar when ``intervals`` (``{metric: DataFrame system -> lo, hi}``) has it.
 
     ``interval_note`` says what the bars are (e.g. "95% bootstrap interval over queries"); it is shown
-    under the title.
+    under the title. ``k`` (the cut-off) and ``n_queries`` label the axis (``mean nDCG@10 over 50 queries``).
     """
     plt = _plt()
     metrics = [m for m in metrics if m in board.columns]
@@ -144,7 +210,8 @@ def leaderboard_bars(board: pd.DataFrame, path, metrics=("qrel_ndcg", "count_ndc
                 xerr=xerr, error_kw={"elinewidth": 1.1, "capsize": 2.5, "ecolor": "black"})
     ax.set_yticks(y, [str(s) for s in board.index])
     ax.set_xlim(0, 1)
-    ax.set_xlabel("mean nDCG@k over queries")
+    cut = f"nDCG@{int(k)}" if k else "nDCG"
+    ax.set_xlabel(f"mean {cut} over {n_queries} queries" if n_queries else f"mean {cut} over queries")
     handles, labels = ax.get_legend_handles_labels()  # listed top to bottom as the bars are drawn
     ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="lower right", framealpha=0.9)
     ax.grid(axis="x", alpha=0.3)
@@ -182,24 +249,31 @@ def write_calibration_plots(calibration, folder) -> dict[str, Path]:
 
 def write_evaluation_plots(per_query: pd.DataFrame, board: pd.DataFrame, folder, *,
                            intervals: dict[str, pd.DataFrame] | None = None,
-                           interval_note: str | None = None) -> dict[str, Path]:
+                           interval_note: str | None = None, k: int | None = None) -> dict[str, Path]:
     """``leaderboard.png`` (with intervals: by default a 95% bootstrap over queries) and the per-query
-    spread ``per_query_<metric>.png`` of RCP- and qrel-nDCG into ``folder``."""
+    spread ``per_query_<metric>.png`` of RCP- and qrel-nDCG into ``folder``.
+
+    ``k``: the cut-off the metrics were computed at (default: ``per_query.attrs["k"]``, which
+    :func:`rcp_jax.evaluate` sets), shown on the leaderboard's axis.
+    """
     folder = Path(folder)
+    k = k if k is not None else per_query.attrs.get("k")
     if intervals is None:
         intervals = bootstrap_leaderboard(per_query)
         interval_note = "95% bootstrap interval over queries"
+    keys = per_query[[c for c in ("dataset", "query_id") if c in per_query.columns]].drop_duplicates()
     out = {"leaderboard": leaderboard_bars(board, folder / "leaderboard.png", intervals=intervals,
-                                           interval_note=interval_note)}
+                                           interval_note=interval_note, k=k, n_queries=len(keys))}
     for m in ("rcp_ndcg", "qrel_ndcg"):
         if m in per_query.columns and per_query[m].notna().any():
             out[f"distribution_{m}"] = ndcg_distribution(per_query, folder / f"per_query_{m}.png", m)
     return out
 
 
-def write_report_plots(result, folder) -> dict[str, Path]:
-    """All report figures of a :class:`rcp_jax.pipeline.PipelineResult` into ``folder``."""
+def write_report_plots(result, folder, *, k: int | None = None) -> dict[str, Path]:
+    """All report figures of a :class:`rcp_jax.pipeline.PipelineResult` into ``folder`` (``k``: the nDCG
+    cut-off, as :func:`write_evaluation_plots`)."""
     out = write_calibration_plots(result.calibration, folder)
     if result.per_query is not None:
-        out.update(write_evaluation_plots(result.per_query, result.leaderboard, folder))
+        out.update(write_evaluation_plots(result.per_query, result.leaderboard, folder, k=k))
     return out
