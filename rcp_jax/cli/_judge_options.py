@@ -70,9 +70,9 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
                         "uses the offline simulated judge")
     g.add_argument("--api-base", default=None, action=ApiBaseAction, metavar="URL",
                    help="endpoint URL of an OpenAI-compatible server, ending in /v1 (vLLM, SGLang, llama.cpp, Ollama); "
-                        "give it several times for several servers of the same model: litellm's Router spreads the "
-                        "calls, a failed call is retried on another server, and the summary counts each server's "
-                        "answered and failed calls (default: the provider's own endpoint)")
+                        "give it several times for several servers of the same model: the calls are spread over them, "
+                        "a failed call is retried on another server, a failing server is benched, and the summary "
+                        "counts each server's answered and failed calls (default: the provider's own endpoint)")
     g.add_argument("--api-base-file", type=Path, default=None, metavar="FILE",
                    help="more endpoints, one per line: 'URL [KEY_VARIABLE]', the optional second field being the NAME "
                         "of an environment variable holding that server's key (never the key itself); # comments "
