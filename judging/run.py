@@ -34,7 +34,7 @@ from pathlib import Path
 from judging.errors import JudgeInputError, JudgeVerdictError
 from judging.judge import BaseJudge, JudgeRequest
 from judging.lookup import PerQuery, check_window_inputs
-from judging.pages import doc_text, stamp_images
+from judging.pages import check_window_images, doc_text, stamp_images
 from judging.loop import run as run_interruptible
 from judging.parse import ParseResult, echoed_documents, parse_answer
 from judging.procs import ProcessJudge
@@ -154,6 +154,8 @@ async def judge_windows(
     check_window_inputs(windows, docs, queries)
 
     windows = stamp_images(windows, docs, getattr(judge, "image_limits", None))
+    # before any call: every image decodes, and no window hides a page-only document past the image limit
+    check_window_images(windows, docs, getattr(judge, "image_limits", None))
     families = {stage: judge.family(stage) for stage in {w.stage for w in windows}}
     keyed: dict[str, Window] = {}
     for w in windows:
