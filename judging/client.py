@@ -536,8 +536,10 @@ class LiteLLMJudge(BaseJudge):
             )
         if kind == "context":
             return JudgeRequestError(
-                f"{where}: window {window} does not fit the model's context. Lower max_window_chars "
-                f"(now {self.max_window_chars}) or the window size.{said}"
+                f"{where}: window {window} does not fit the model's context. Give the documents less room: "
+                f"--max-window-chars (max_window_chars= in Python; now {self.max_window_chars} characters of document "
+                f"text per window), or leave less for the answer: --max-tokens (now {self.max_tokens}); windows "
+                f"with page images also shrink with --image-max-side.{said}"
             )
         if kind == "request":
             return JudgeRequestError(

@@ -181,3 +181,32 @@ def test_windows_still_invalid_after_their_attempts_exit_as_a_judge_failure_with
     assert rc == 3, err  # 'judge failed', not 'bad input' (2)
     assert "still have no valid answer" in err and "malformed_response" in err
     assert "example (window" in err and "Traceback" not in err and "IndexError" not in err
+
+
+def test_a_context_overflow_advises_options_that_exist(fake, tiny_inputs, tmp_path, monkeypatch):
+    """The context-overflow message names --max-window-chars (with the value in force) and --max-tokens; every
+    option it names is one `rcp-jax judge` takes, and --max-window-chars reaches the judge and its family."""
+    import re
+
+    from judging import JudgeRequestError
+    from judging.judge import DEFAULT_MAX_WINDOW_CHARS
+
+    assert J.DEFAULT_MAX_WINDOW_CHARS == DEFAULT_MAX_WINDOW_CHARS == judge_args().max_window_chars
+    queries, documents = tiny_inputs
+    server = fake(faults=lambda ctx: Fault(status=400, message="This model's maximum context length is 2048 tokens. "
+                                                               "However, you requested 3000 tokens"))
+    args = judge_args("--model", MODEL, "--api-base", server.url, "--max-window-chars", "5000", "--max-tokens", "512")
+    judge = J.build_judge(args, None)
+    assert judge.max_window_chars == 5000 and judge.family("tournament").decoding["max_window_chars"] == 5000
+    q = sorted(documents)[0]
+    window = Window(q, "tournament", "round1", 0, tuple(sorted(documents[q]))[:3])
+    monkeypatch.setenv("OPENAI_API_KEY", "none")
+    with pytest.raises(JudgeRequestError) as info:
+        judge_windows_sync([window], judge=judge, store=tmp_path, documents=documents, queries=queries)
+    message = str(info.value)
+    assert "--max-window-chars" in message and "now 5000 characters" in message and "--max-tokens (now 512)" in message
+    named = set(re.findall(r"(--[a-z][a-z-]+)", message))
+    known = {o for a in build_parser()._subparsers._group_actions[0].choices["judge"]._actions for o in a.option_strings}
+    assert named and named <= known, named - known
+    with pytest.raises(SystemExit):
+        judge_args("--max-window-chars", "0")
