@@ -210,3 +210,26 @@ def test_a_context_overflow_advises_options_that_exist(fake, tiny_inputs, tmp_pa
     assert named and named <= known, named - known
     with pytest.raises(SystemExit):
         judge_args("--max-window-chars", "0")
+
+
+def test_judge_json_prints_the_error_as_json_when_the_run_fails(demo_tiny, tmp_path, capsys, monkeypatch):
+    """Under --json a failed run still answers on stdout: one JSON object with the error and the exit code (the
+    message stays on stderr); a run that never starts (a missing file) likewise."""
+    import socket
+
+    monkeypatch.setenv("OPENAI_API_KEY", "none")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    rc = main(["judge", "--rows", str(demo_tiny["rows"]), "--model", MODEL, "--api-base", dead, "--json", "--quiet",
+               "--max-transport-retries", "0", "--concurrency", "1", "--store", str(tmp_path / "store")])
+    out, err = capsys.readouterr()
+    assert rc == 3
+    payload = json.loads(out)
+    assert payload["exit_code"] == 3 and payload["verb"] == "judge" and payload["kind"] == "judge failed"
+    assert "could not connect" in payload["error"] and payload["error"] in err
+    rc = main(["judge", "--rows", str(tmp_path / "missing.jsonl"), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and json.loads(out)["exit_code"] == 2 and "missing.jsonl" in json.loads(out)["error"]
+    rc = main(["judge", "--rows", str(tmp_path / "missing.jsonl")])  # without --json: stdout stays empty
+    assert rc == 2 and capsys.readouterr().out == ""

@@ -142,24 +142,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except (RcpError, JudgeInputError, StoreError) as err:  # bad input, a damaged or locked store
-        print(f"rcp-jax {args.verb}: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(args, "error", str(err), EXIT_USAGE)
     except JudgeError as err:  # authentication, endpoint, transport, invalid answers: every answer so far is stored
-        print(f"rcp-jax {args.verb}: judge failed: {err}", file=sys.stderr)
-        return EXIT_JUDGE_FAILED
+        return _fail(args, "judge failed", str(err), EXIT_JUDGE_FAILED)
     except (FileExistsError, NotADirectoryError, IsADirectoryError) as err:  # a path of the wrong kind
-        print(f"rcp-jax {args.verb}: error: {_path_error(err)}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(args, "error", _path_error(err), EXIT_USAGE)
     except KeyboardInterrupt as err:
         signum = getattr(err, "signum", signal.SIGINT)
-        print(f"rcp-jax {args.verb}: {err or 'interrupted'}", file=sys.stderr)
-        if "run the same command again" not in str(err):
-            print(f"rcp-jax {args.verb}: run the same command again to resume", file=sys.stderr)
-        return EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED
+        code = EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED
+        message = str(err) or "interrupted"
+        if "run the same command again" not in message:
+            message += "; run the same command again to resume"
+        return _fail(args, "interrupted", message, code)
     finally:
         warnings.showwarning = previous
         if previous_term is not None:
             _install(signal.SIGTERM, previous_term)
+
+
+def _fail(args, kind: str, message: str, code: int) -> int:
+    """Say why ``args.verb`` failed on stderr and, under ``--json``, as one JSON object on stdout too
+    (``{"verb", "error", "kind", "exit_code"}``), so a caller reading stdout always gets an answer; returns ``code``."""
+    label = f"{kind}: " if kind != "interrupted" else ""
+    print(f"rcp-jax {args.verb}: {label}{message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        import json  # noqa: PLC0415
+
+        print(json.dumps({"verb": args.verb, "error": message, "kind": kind, "exit_code": code}))
+    return code
 
 
 def _install(signum: int, handler):
