@@ -124,7 +124,9 @@ async def judge_windows(
 
     Raises
     ------
-    JudgeInputError : a window's query or document text is missing (before any call).
+    JudgeInputError : a window's query or document text is missing, a page image does not decode as PNG/JPEG, or a
+        window holds more page-only documents than ``judge.image_limits.max_images`` (one would not be shown);
+        all checked before any call (:func:`judging.pages.check_window_images`).
     JudgeVerdictError : the first ``stop_after_invalid`` answers of this run were all invalid; the message
         gives them by category, one raw answer and what to try. They are stored.
     JudgeAuthError, JudgeNotFoundError, JudgeRequestError, JudgeTransportError : from the judge; the

@@ -19,6 +19,9 @@ code  meaning
 143   stopped by SIGTERM (``kill``, a scheduler's time limit): handled exactly like Ctrl-C
 ====  ===========================================================================================
 
+Under ``--json`` a handled failure (2, 3, 130, 143) also prints one JSON object on stdout, ``{"verb", "error",
+"kind", "exit_code"}``, so a caller reading stdout always gets an answer.
+
 The compilation cache keeps XLA's compiled programs (the BT and 2PL fits, the NUTS chain) on disk, so a
 second ``rcp-jax fit`` skips most of its compile time (27 s -> 15 s for NUTS on the demo, two cores). It
 lives in ``$RCP_JAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/rcp-jax/jax``, else ``~/.cache/rcp-jax/jax``;
