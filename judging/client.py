@@ -52,8 +52,9 @@ one try that reached nothing (connection refused), is benched: passed over for `
 doubling (up to ``endpoint_bench_max_s``) each time it is benched again before it answers, then probed one try at
 a time. While another endpoint is answering, a failed try does not count against the call's
 ``max_transport_retries`` (at most that many such free tries per call, or the number of endpoints if more), so a
-dead server beside a live one costs the run a few probes, not its retry budget. :meth:`LiteLLMJudge.endpoint_stats` counts answered and failed tries
-per endpoint (URLs only, never keys).
+dead server beside a live one costs the run a few probes, not its retry budget. :meth:`LiteLLMJudge.endpoint_stats`
+counts answered and failed tries per endpoint (URLs only, never keys). No litellm ``Router`` is involved, so no
+error message carries its "model group ... fallback" notes (any such note is cut off all the same).
 """
 
 from __future__ import annotations

@@ -206,7 +206,8 @@ def test_a_context_overflow_advises_options_that_exist(fake, tiny_inputs, tmp_pa
     message = str(info.value)
     assert "--max-window-chars" in message and "now 5000 characters" in message and "--max-tokens (now 512)" in message
     named = set(re.findall(r"(--[a-z][a-z-]+)", message))
-    known = {o for a in build_parser()._subparsers._group_actions[0].choices["judge"]._actions for o in a.option_strings}
+    verbs = build_parser()._subparsers._group_actions[0].choices
+    known = {o for a in verbs["judge"]._actions for o in a.option_strings}
     assert named and named <= known, named - known
     with pytest.raises(SystemExit):
         judge_args("--max-window-chars", "0")

@@ -97,7 +97,8 @@ def test_page_only_documents_get_the_image_slots_first(tmp_path):
 def test_a_window_with_more_page_only_documents_than_slots_is_never_rendered(tmp_path):
     pages = [Document("", PageImage(_png(tmp_path / f"p{k}.png", colour=(k * 40, 0, 0)))) for k in range(3)]
     with pytest.raises(ImageError, match=r"3 page images without text but shows at most 2 images: c would not"):
-        render_window(builtin_template("tournament"), "q", ["a", "b", "c"], pages, image_limits=ImageLimits(max_images=2))
+        render_window(builtin_template("tournament"), "q", ["a", "b", "c"], pages,
+                      image_limits=ImageLimits(max_images=2))
 
 
 def test_no_answer_is_stored_for_a_window_that_would_hide_a_page(tmp_path):
@@ -132,7 +133,8 @@ def test_every_document_of_every_request_is_shown_and_every_stored_answer_is_abo
     windows = []
     for q in queries:
         ids = sorted(d for d in documents if d.startswith(f"{q}-"))
-        windows += [Window(q, "tournament", "round1", 0, tuple(ids)), Window(q, "rubric", "balanced", 0, tuple(ids[::-1]))]
+        windows += [Window(q, "tournament", "round1", 0, tuple(ids)),
+                    Window(q, "rubric", "balanced", 0, tuple(ids[::-1]))]
     latent = {q: {d: 0.0 for d in documents if d.startswith(f"{q}-")} for q in queries}
     with FakeOpenAIServer(SimulatedJudge(latent), queries=queries, documents=documents, image_limits=limits) as server:
         judge = LiteLLMJudge(MODEL, api_base=server.url, api_key="sk-x", structured_output="none")
