@@ -39,28 +39,36 @@ A vLLM / SGLang server, or any OpenAI-compatible endpoint::
 
     judge = LiteLLMJudge("hosted_vllm/Qwen/Qwen3-32B", api_base="http://gpu1:8000/v1")
 
-Several servers of the same model, load spread by litellm's Router::
+Several servers of the same model, load spread over them (:mod:`judging.endpoints`)::
 
     judge = LiteLLMJudge("hosted_vllm/Qwen/Qwen3-32B",
                          endpoints=["http://gpu1:8000/v1", "http://gpu2:8000/v1"])
 
-Several endpoints: a litellm ``Router`` (``routing_strategy="simple-shuffle"``, one deployment per endpoint,
-its own retries, fallbacks and cooldowns all off) picks the endpoint of each try; our retry policy above stays
-in charge. A retry goes to an endpoint that has not failed this call yet, at once (no backoff) while there is
-one; an endpoint whose last :data:`ENDPOINT_FAILS_TO_REST` tries all failed is passed over for
-:data:`ENDPOINT_REST_S` seconds while another is healthy (then tried again). :meth:`LiteLLMJudge.endpoint_stats`
-counts answered and failed tries per endpoint (URLs only, never keys).
+Several endpoints: an :class:`judging.endpoints.EndpointPool` picks the endpoint of each try (the one with the
+fewest tries in flight among those not benched) and each try is a plain ``litellm.acompletion`` to that endpoint;
+our retry policy above stays in charge. A retry goes to an endpoint that has not failed this call yet, at once (no
+backoff) while there is one. An endpoint that fails :data:`judging.endpoints.FAILS_TO_BENCH` tries in a row, or
+one try that reached nothing (connection refused), is benched: passed over for ``endpoint_bench_s`` seconds,
+doubling (up to ``endpoint_bench_max_s``) each time it is benched again before it answers, then probed one try at
+a time. While another endpoint is answering, a failed try does not count against the call's
+``max_transport_retries`` (at most that many such free tries per call, or the number of endpoints if more), so a
+dead server beside a live one costs the run a few probes, not its retry budget. :meth:`LiteLLMJudge.endpoint_stats`
+counts answered and failed tries per endpoint (URLs only, never keys). No litellm ``Router`` is involved, so no
+error message carries its "model group ... fallback" notes (any such note is cut off all the same).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from judging.endpoints import BENCH_MAX_S, BENCH_S, EndpointPool
 from judging.errors import (
     JudgeAuthError,
     JudgeCredentialsError,
@@ -98,11 +106,9 @@ _STRUCTURED_WORDS = ("response_format", "json_schema", "json_object", "response 
 #: litellm's messages for a 200 reply that held no usable completion.
 _MALFORMED_WORDS = ("invalid response object", "returned 'choices'", "error in response object",
                     "choices' that is not a list", "empty choices")
-_ROUTER_GROUP = "rcp-judge"
-#: With several endpoints: an endpoint whose last this-many tries all failed rests (is passed over) ...
-ENDPOINT_FAILS_TO_REST = 3
-#: ... for this many seconds while another endpoint is healthy.
-ENDPOINT_REST_S = 30.0
+#: The note litellm appends to an error raised through a model group (a Router), never shown to users.
+_LITELLM_GROUP_NOTE = re.compile(r"\s*(LiteLLM: model group|Received Model Group|Available Model Group Fallbacks)"
+                                 r".*", re.DOTALL)
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm")
 #: words of a transport failure where nothing answered (litellm/openai/httpx wording)
 _NO_CONNECTION_WORDS = ("connection error", "connection refused", "connecterror", "cannot connect",
@@ -150,7 +156,7 @@ def _import_litellm() -> Any:
 
 
 class LiteLLMJudge(BaseJudge):
-    """A judge answering through ``litellm.acompletion`` (or a litellm ``Router`` over several endpoints).
+    """A judge answering through ``litellm.acompletion`` (to one endpoint, or spread over several).
 
     Parameters
     ----------
@@ -161,7 +167,9 @@ class LiteLLMJudge(BaseJudge):
     api_key : the key; ``None`` lets litellm read the provider's environment variable. Never stored,
         logged or shown.
     endpoints : several endpoints serving the same model: URLs, or mappings with ``api_base`` and
-        optional ``api_key`` / ``model``. Calls are spread over them by a litellm ``Router``.
+        optional ``api_key`` / ``model``. Tries are spread over them and failing ones benched (module docstring).
+    endpoint_bench_s, endpoint_bench_max_s : seconds a failing endpoint is first benched, and the longest bench
+        (it doubles while the endpoint keeps failing); see :mod:`judging.endpoints`.
     temperature, max_tokens, top_p, seed : decoding settings (part of the judge family).
     extra_params : more keyword arguments for ``acompletion`` (e.g. ``{"reasoning_effort": "low"}``);
         part of the family.
@@ -204,6 +212,8 @@ class LiteLLMJudge(BaseJudge):
         max_window_chars: int | None = DEFAULT_MAX_WINDOW_CHARS,
         vary_reasks: bool = True,
         reask_temperature_step: float = 0.2,
+        endpoint_bench_s: float = BENCH_S,
+        endpoint_bench_max_s: float = BENCH_MAX_S,
     ) -> None:
         super().__init__(model, prompts=prompts, max_window_chars=max_window_chars)
         if structured_output not in STRUCTURED_MODES:
@@ -241,17 +251,19 @@ class LiteLLMJudge(BaseJudge):
         self.vary_reasks = bool(vary_reasks)
         self.reask_temperature_step = float(reask_temperature_step)
         self._litellm: Any = None
-        self._router: Any = None
-        #: per endpoint (index of ``_endpoints``): answered / failed tries, timeouts, and its rest state
-        self._endpoint_counts = [{"answered": 0, "failed": 0, "timeouts": 0, "streak": 0, "rest_until": 0.0}
-                                 for _ in self._endpoints]
+        if not (0 < endpoint_bench_s <= endpoint_bench_max_s):
+            raise JudgeError(f"need 0 < endpoint_bench_s <= endpoint_bench_max_s, got {endpoint_bench_s!r} and "
+                             f"{endpoint_bench_max_s!r}")
+        #: per endpoint (index of ``_endpoints``): answered / failed tries, timeouts, bench state
+        self._pool = (EndpointPool(len(self._endpoints), bench_s=endpoint_bench_s, bench_max_s=endpoint_bench_max_s)
+                      if self._endpoints else None)
         self._cost_unknown = False
         self._supported: set[str] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        """Picklable (for worker processes): the litellm module, Router and semaphores are rebuilt there."""
+        """Picklable (for worker processes): the litellm module and semaphores are rebuilt there."""
         state = dict(self.__dict__)
-        state.update(_litellm=None, _router=None, _sems={})
+        state.update(_litellm=None, _sems={})
         return state
 
     def prepare(self) -> None:
@@ -318,65 +330,13 @@ class LiteLLMJudge(BaseJudge):
             self._litellm = litellm
         return self._litellm
 
-    def _ensure_router(self) -> Any:
-        if self._router is None:
-            litellm = self._ensure_litellm()
-            model_list = []
-            for i, e in enumerate(self._endpoints):
-                params = {"model": e["model"], "api_base": e["api_base"], "max_retries": 0}
-                if e["api_key"] or self.__api_key:
-                    params["api_key"] = e["api_key"] or self.__api_key
-                model_list.append({"model_name": _ROUTER_GROUP, "litellm_params": params,
-                                   "model_info": {"id": _endpoint_id(i)}})
-            self._router = litellm.Router(
-                model_list=model_list,
-                num_retries=0,
-                max_fallbacks=0,
-                disable_cooldowns=True,
-                timeout=self.timeout,
-                routing_strategy="simple-shuffle",
-            )
-        return self._router
-
     def endpoint_stats(self) -> list[dict[str, Any]]:
         """Per endpoint (several endpoints only; ``[]`` otherwise): ``api_base``, ``answered`` (tries that got an
         answer), ``failed`` (tries that raised: retried or not) and ``timeouts`` (of the failed, past the deadline).
         Counted in this process (a :class:`judging.ProcessJudge`'s workers keep their own)."""
-        return [{"api_base": str(e["api_base"]), **{k: c[k] for k in ("answered", "failed", "timeouts")}}
-                for e, c in zip(self._endpoints, self._endpoint_counts, strict=True)]
-
-    async def _pick_endpoint(self, messages: list[dict[str, Any]], failed_here: set[int]) -> int:
-        """The endpoint of the next try: the Router's pick, unless it failed this call already or is resting
-        while another endpoint is neither (then the least used of those)."""
-        router = self._ensure_router()
-        try:
-            chosen = await router.select(_ROUTER_GROUP, {}, messages=messages)
-            index = _endpoint_index((chosen.get("model_info") or {}).get("id"))
-        except Exception:  # noqa: BLE001 - the Router found no deployment: our own choice below
-            index = None
-        now = asyncio.get_running_loop().time()
-        usable = [i for i, c in enumerate(self._endpoint_counts) if i not in failed_here and c["rest_until"] <= now]
-        if index is not None and index in usable:
-            return index
-        if usable:
-            return min(usable, key=lambda i: self._endpoint_counts[i]["answered"] + self._endpoint_counts[i]["failed"])
-        if index is not None:
-            return index
-        return min(range(len(self._endpoints)), key=lambda i: self._endpoint_counts[i]["rest_until"])
-
-    def _count_try(self, index: int | None, ok: bool, kind: str = "") -> None:
-        if index is None:
-            return
-        c = self._endpoint_counts[index]
-        if ok:
-            c["answered"] += 1
-            c["streak"] = 0
-            return
-        c["failed"] += 1
-        c["timeouts"] += kind == "timeout"
-        c["streak"] += 1
-        if c["streak"] >= ENDPOINT_FAILS_TO_REST and len(self._endpoints) > 1:
-            c["rest_until"] = asyncio.get_running_loop().time() + ENDPOINT_REST_S
+        if self._pool is None:
+            return []
+        return [{"api_base": str(e["api_base"]), **c} for e, c in zip(self._endpoints, self._pool.stats(), strict=True)]
 
     # -- one call -------------------------------------------------------------------------------------
 
@@ -473,9 +433,12 @@ class LiteLLMJudge(BaseJudge):
 
     async def _call(self, kw: dict[str, Any], endpoint: int | None = None) -> Any:
         litellm = self._ensure_litellm()
-        if self._endpoints:  # the Router calls the deployment picked by _pick_endpoint (its id as the model)
-            model = _ROUTER_GROUP if endpoint is None else _endpoint_id(endpoint)
-            return await self._ensure_router().acompletion(model=model, **kw)
+        if endpoint is not None:  # one of several endpoints, picked by the pool
+            e = self._endpoints[endpoint]
+            kw["api_base"] = e["api_base"]
+            if e["api_key"] or self.__api_key:
+                kw["api_key"] = e["api_key"] or self.__api_key
+            return await litellm.acompletion(model=e["model"], **kw)
         if self.api_base is not None:
             kw["api_base"] = self.api_base
         if self.__api_key is not None:
@@ -542,7 +505,7 @@ class LiteLLMJudge(BaseJudge):
         where = f"judge model {self.model!r} at {at}"
         window = request.window.label
         status = getattr(exc, "status_code", None)
-        upstream = redact(str(getattr(exc, "message", "") or exc), self._secrets())[:300]
+        upstream = self._upstream(exc)[:300]
         said = f" The endpoint said: {upstream}" if upstream else ""
         if kind == "credentials":
             missing = self._missing_keys()
@@ -574,8 +537,10 @@ class LiteLLMJudge(BaseJudge):
             )
         if kind == "context":
             return JudgeRequestError(
-                f"{where}: window {window} does not fit the model's context. Lower max_window_chars "
-                f"(now {self.max_window_chars}) or the window size.{said}"
+                f"{where}: window {window} does not fit the model's context. Give the documents less room: "
+                f"--max-window-chars (max_window_chars= in Python; now {self.max_window_chars} characters of document "
+                f"text per window), or leave less for the answer: --max-tokens (now {self.max_tokens}); windows "
+                f"with page images also shrink with --image-max-side.{said}"
             )
         if kind == "request":
             return JudgeRequestError(
@@ -675,67 +640,88 @@ class LiteLLMJudge(BaseJudge):
         """One answer for ``request``, retried on transport failures as described in the module docstring."""
         reask = self.reask_settings(request)
         kw = self._kwargs(request, reask)
-        retries = 0
+        retries = 0  # tries after the first, all of them (the record's and the ledger's count)
+        charged = 0  # of those, the ones charged to max_transport_retries
+        free = 0  # of those, the ones not charged: another endpoint was answering
         failed_here: set[int] = set()  # endpoints that failed a try of this call
+        loop = asyncio.get_running_loop()
         while True:
             error: JudgeError | None = None
             delay = 0.0
-            endpoint = await self._pick_endpoint(kw["messages"], failed_here) if self._endpoints else None
-            try:
-                sem = self._semaphore()
-                if sem is not None:
-                    async with sem:
-                        resp = await self._call_with_deadline(dict(kw), endpoint)
-                else:
+            sem = self._semaphore()
+            async with sem if sem is not None else contextlib.nullcontext():
+                endpoint = self._pool.pick(failed_here, loop.time()) if self._pool is not None else None
+                if self._pool is not None and endpoint is not None:
+                    self._pool.start(endpoint)
+                try:
                     resp = await self._call_with_deadline(dict(kw), endpoint)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - classified below, never swallowed
-                kind = self._classify(exc)
-                self._count_try(endpoint, kind in ("content_filter", "malformed"), kind)
-                if endpoint is not None and kind not in ("content_filter", "malformed"):
-                    failed_here.add(endpoint)
-                if kind == "content_filter":
-                    usage = Usage(0, 0, None)
-                    self.ledger.add(usage, retries)
-                    return Completion(text="", finish_reason="content_filter", usage=usage, transport_retries=retries,
-                                      reask=reask)
-                if kind == "malformed":
-                    usage = Usage(0, 0, None)
-                    self.ledger.add(usage, retries)
-                    said = redact(str(getattr(exc, "message", "") or exc), self._secrets()).splitlines()
-                    return Completion(text="", finish_reason=None, usage=usage, transport_retries=retries,
-                                      malformed=truncate(said[0] if said else type(exc).__name__, 200), reask=reask)
-                if kind in ("retry", "timeout") and retries < self.max_transport_retries:
-                    # another endpoint that has not failed this call: go there at once
-                    delay = 0.0 if self._has_fresh_endpoint(failed_here) else self._backoff(retries, exc)
-                    what = (f"no complete answer within the {self.timeout:g} s deadline" if kind == "timeout"
-                            else "could not connect (nothing answered)" if self._no_connection(exc)
-                            else f"{type(exc).__name__} (HTTP {getattr(exc, 'status_code', None)})")
-                    at = self._endpoints[endpoint]["api_base"] if endpoint is not None else self.endpoint_label
-                    log.warning(
-                        "window %s: %s from %s; retry %d/%d in %.2fs",
-                        request.window.label, what, at, retries + 1, self.max_transport_retries, delay,
-                    )
+                except asyncio.CancelledError:
+                    if self._pool is not None and endpoint is not None:
+                        self._pool.release(endpoint)
+                    raise
+                except Exception as exc:  # noqa: BLE001 - classified below, never swallowed
+                    kind = self._classify(exc)
+                    answered = kind in ("content_filter", "malformed")
+                    if self._pool is not None and endpoint is not None:
+                        self._pool.done(endpoint, loop.time(), answered=answered, timeout=kind == "timeout",
+                                        unreachable=kind == "retry" and self._no_connection(exc))
+                        if not answered:
+                            failed_here.add(endpoint)
+                    if kind == "content_filter":
+                        usage = Usage(0, 0, None)
+                        self.ledger.add(usage, retries)
+                        return Completion(text="", finish_reason="content_filter", usage=usage,
+                                          transport_retries=retries, reask=reask)
+                    if kind == "malformed":
+                        usage = Usage(0, 0, None)
+                        self.ledger.add(usage, retries)
+                        said = self._upstream(exc).splitlines()
+                        return Completion(text="", finish_reason=None, usage=usage, transport_retries=retries,
+                                          malformed=truncate(said[0] if said else type(exc).__name__, 200),
+                                          reask=reask)
+                    # a failed try is free while another endpoint answers: the next one goes there
+                    is_free = (self._pool is not None and endpoint is not None and free < self._free_tries()
+                               and self._pool.answering_besides(endpoint, loop.time()))
+                    if kind in ("retry", "timeout") and (is_free or charged < self.max_transport_retries):
+                        # another endpoint that has not failed this call: go there at once
+                        fresh = self._pool is not None and self._pool.has_fresh(failed_here, loop.time())
+                        delay = 0.0 if fresh else self._backoff(charged, exc)
+                        free += is_free
+                        charged += not is_free
+                        what = (f"no complete answer within the {self.timeout:g} s deadline" if kind == "timeout"
+                                else "could not connect (nothing answered)" if self._no_connection(exc)
+                                else f"{type(exc).__name__} (HTTP {getattr(exc, 'status_code', None)})")
+                        at = self._endpoints[endpoint]["api_base"] if endpoint is not None else self.endpoint_label
+                        log.warning(
+                            "window %s: %s from %s; retry %d/%d%s in %.2fs",
+                            request.window.label, what, at, charged, self.max_transport_retries,
+                            " (not counted: another endpoint is answering)" if is_free else "", delay,
+                        )
+                    else:
+                        self.ledger.failed_calls += 1
+                        error = self._error(kind, exc, request, retries, endpoint)
+                    del exc
                 else:
-                    self.ledger.failed_calls += 1
-                    error = self._error(kind, exc, request, retries, endpoint)
-                del exc
-            else:
-                self._count_try(endpoint, True)
-                text, finish, malformed = self._answer_text(resp)
-                usage = self._usage(resp)
-                self.ledger.add(usage, retries)
-                return Completion(text=text, finish_reason=finish, usage=usage, transport_retries=retries,
-                                  malformed=malformed, reask=reask)
+                    if self._pool is not None and endpoint is not None:
+                        self._pool.done(endpoint, loop.time(), answered=True)
+                    text, finish, malformed = self._answer_text(resp)
+                    usage = self._usage(resp)
+                    self.ledger.add(usage, retries)
+                    return Completion(text=text, finish_reason=finish, usage=usage, transport_retries=retries,
+                                      malformed=malformed, reask=reask)
             if error is not None:
                 raise error  # outside the except block: the provider's exception is not chained
             retries += 1
             await asyncio.sleep(delay)
 
-    def _has_fresh_endpoint(self, failed_here: set[int]) -> bool:
-        now = asyncio.get_running_loop().time()
-        return any(i not in failed_here and c["rest_until"] <= now for i, c in enumerate(self._endpoint_counts))
+    def _free_tries(self) -> int:
+        """Most failed tries of one call not charged to ``max_transport_retries`` (several endpoints only)."""
+        return max(self.max_transport_retries, len(self._endpoints))
+
+    def _upstream(self, exc: BaseException) -> str:
+        """What the provider said, keys redacted and litellm's own routing notes cut off."""
+        text = redact(str(getattr(exc, "message", "") or exc), self._secrets())
+        return _LITELLM_GROUP_NOTE.sub("", text).strip()
 
     # -- estimation hooks -----------------------------------------------------------------------------
 
@@ -781,14 +767,3 @@ class LiteLLMJudge(BaseJudge):
             return False
         return True
 
-
-def _endpoint_id(index: int) -> str:
-    """The Router deployment id of endpoint ``index`` (``model_info.id``; also the model name that calls it)."""
-    return f"{_ROUTER_GROUP}-endpoint-{index}"
-
-
-def _endpoint_index(deployment_id: Any) -> int | None:
-    prefix = f"{_ROUTER_GROUP}-endpoint-"
-    if isinstance(deployment_id, str) and deployment_id.startswith(prefix) and deployment_id[len(prefix):].isdigit():
-        return int(deployment_id[len(prefix):])
-    return None

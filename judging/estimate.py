@@ -22,7 +22,7 @@ from pathlib import Path
 
 from judging.judge import BaseJudge
 from judging.lookup import PerQuery, check_window_inputs
-from judging.pages import stamp_images
+from judging.pages import check_window_images, stamp_images
 from judging.records import Window, record_id
 from judging.render import positional_ids
 from judging.store import JudgementStore
@@ -112,6 +112,7 @@ def estimate_cost(
     docs: PerQuery[str] = PerQuery(documents)
     check_window_inputs(windows, docs, queries)
     windows = stamp_images(windows, docs, getattr(judge, "image_limits", None))
+    check_window_images(windows, docs, getattr(judge, "image_limits", None))  # what judge_windows would refuse
     skipped = 0
     if store is not None:
         done_ids: dict[str, set[str]] = {}

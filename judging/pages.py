@@ -16,6 +16,13 @@ Identity (:func:`window_images_hash`): a window showing images is keyed by the S
 *bytes* (never its path) plus the limits, so a changed image is a new window and a moved or renamed file
 is the same window. Text-only windows carry no image hash and keep their exact record ids.
 
+Checks before any call (:func:`check_window_images`, run by :func:`judging.judge_windows`): every local image of
+the windows is read and decoded once (a damaged file, a ``data:`` URL of another media type, a format other than
+PNG/JPEG fails here, naming the document, never after other windows went out), and a window holding more page-only
+documents (an image, no text) than ``max_images`` is refused: such a document would not be shown at all, so no
+answer about it could mean anything. A window's image slots go to its page-only documents first; documents with
+text beyond the limit are shown by their text with a note.
+
 Image tokens (:func:`approx_image_tokens`): where litellm has no image rule for the model, one token per
 28 x 28-pixel patch of the image as sent (the Qwen2-VL / Qwen2.5-VL rule; Anthropic's published
 width x height / 750 is within 5% of it).
@@ -51,6 +58,8 @@ DEFAULT_MAX_IMAGES = 10
 PATCH_PIXELS = 28
 
 _MIME = {"PNG": "image/png", "JPEG": "image/jpeg"}
+#: media types a ``data:`` URL of a page image may declare
+_DATA_MEDIA = ("image/png", "image/jpeg", "image/jpg")
 
 
 class ImageError(JudgeInputError):
@@ -65,8 +74,10 @@ class ImageLimits:
     ----------
     max_side : longest side in pixels of an image as sent (larger ones are scaled down).
     max_bytes : largest encoded size in bytes of an image as sent (larger ones are re-encoded, then shrunk).
-    max_images : most images in one window; documents past it are shown by their text alone, with a
-        note saying so (see :attr:`judging.render.RenderedWindow.omitted_images`).
+    max_images : most images in one window. Page-only documents (no text) get the slots first; documents with
+        text past it are shown by their text alone, with a note saying so (see
+        :attr:`judging.render.RenderedWindow.omitted_images`); a window with more page-only documents is refused
+        (:func:`check_window_images`).
     """
 
     max_side: int = DEFAULT_MAX_SIDE
@@ -109,6 +120,11 @@ class PageImage:
                 raise ImageError(f"image {self.source}: a remote URL is not read here (it is sent as is)")
             if self.source.startswith("data:"):
                 head, _, payload = self.source.partition(",")
+                media = head[5:].split(";")[0].strip().lower()
+                if media not in _DATA_MEDIA:
+                    raise ImageError(f"image data URL {self.source[:40]}...: its media type is {media or 'missing'!r}, "
+                                     "not a PNG or JPEG image; give data:image/png;base64,... or "
+                                     "data:image/jpeg;base64,..., or a file path")
                 if not head.endswith(";base64"):
                     raise ImageError(f"image data URL {self.source[:40]}...: only base64 data URLs are read; "
                                      "give a file path or data:image/png;base64,...")
@@ -175,6 +191,11 @@ def doc_image(value: str | Document) -> PageImage | None:
     return value.image if isinstance(value, Document) else None
 
 
+def page_only(value: str | Document) -> bool:
+    """Whether a corpus value is a page image without text (shown only through its image)."""
+    return doc_image(value) is not None and not doc_text(value).strip()
+
+
 @dataclass(frozen=True)
 class EncodedImage:
     """An image as sent: ``url`` (a ``data:`` URL, or the remote URL as given), its size in pixels and bytes
@@ -213,7 +234,7 @@ def encode_image(image: PageImage, limits: ImageLimits = ImageLimits(), *, doc_i
         if hit is not None:
             _CACHE.move_to_end(key)
             return hit
-    out = _encode(image.read(), limits, f"document {doc_id!r}: image {image.label}")
+    out = _encode(_read(image, doc_id), limits, f"document {doc_id!r}: image {image.label}")
     with _LOCK:
         _CACHE[key] = out
         while len(_CACHE) > _CACHE_SIZE:
@@ -221,7 +242,16 @@ def encode_image(image: PageImage, limits: ImageLimits = ImageLimits(), *, doc_i
     return out
 
 
-def _encode(data: bytes, limits: ImageLimits, where: str) -> EncodedImage:
+def _read(image: PageImage, doc_id: str) -> bytes:
+    """``image.read()``, its error naming the document."""
+    try:
+        return image.read()
+    except ImageError as err:
+        raise ImageError(f"document {doc_id!r}: {err}") from None
+
+
+def _open(data: bytes, where: str) -> tuple[Any, str]:
+    """(decoded Pillow image, format) of PNG/JPEG ``data``; :class:`ImageError` starting with ``where`` otherwise."""
     Image = _pil()
     try:
         img = Image.open(io.BytesIO(data))
@@ -232,6 +262,57 @@ def _encode(data: bytes, limits: ImageLimits, where: str) -> EncodedImage:
         raise ImageError(f"{where} cannot be read as an image ({why}); give a PNG or JPEG file") from None
     if fmt not in _MIME:
         raise ImageError(f"{where} is {fmt or 'an unknown format'}, not PNG or JPEG; convert it (e.g. to PNG)")
+    return img, fmt
+
+
+_CHECKED: set[str] = set()  # SHA-256 of the images check_image decoded fine (bounded below)
+_CHECKED_MAX = 200_000
+
+
+def check_image(image: PageImage, *, doc_id: str = "?") -> None:
+    """Read and decode ``image`` as :func:`encode_image` would (a remote URL is not read: nothing to check);
+    raises :class:`ImageError` naming ``doc_id`` and the image. Images that passed are remembered (by bytes hash),
+    so checking the same image again costs a hash lookup."""
+    if image.remote:
+        return
+    data = _read(image, doc_id)
+    if image.sha256 in _CHECKED:
+        return
+    _open(data, f"document {doc_id!r}: image {image.label}")
+    with _LOCK:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED.add(image.sha256)
+
+
+def check_window_images(windows: Sequence[Any], docs: Any, limits: ImageLimits | None = None) -> None:
+    """Before any call: every image of ``windows`` (:class:`judging.Window`, ``docs`` a
+    :class:`judging.lookup.PerQuery` of corpus values) decodes as PNG/JPEG (:func:`check_image`), and no window
+    holds more page-only documents than ``limits.max_images`` (such a document would not be shown at all).
+
+    Raises :class:`ImageError` naming the window or document and the fix."""
+    limits = limits or ImageLimits()
+    for w in windows:
+        values = [docs.get(w.query_id, d) for d in w.doc_ids]
+        if not any(doc_image(v) is not None for v in values):
+            continue
+        only = [d for d, v in zip(w.doc_ids, values) if page_only(v)]
+        if len(only) > limits.max_images:
+            raise ImageError(
+                f"window {w.label}: {len(only)} of its documents are page images without text ({', '.join(only[:5])}"
+                f"{' ...' if len(only) > 5 else ''}) but at most {limits.max_images} images are shown per window, so "
+                f"{len(only) - limits.max_images} would not be shown at all and their scores would mean nothing. "
+                f"Raise the image limit to {len(only)} or more (rcp-jax: --images-per-window; the server's limit too, "
+                "e.g. vLLM --limit-mm-per-prompt), or give those documents their extracted text")
+        for d, v in zip(w.doc_ids, values):
+            image = doc_image(v)
+            if image is not None:
+                check_image(image, doc_id=d)
+
+
+def _encode(data: bytes, limits: ImageLimits, where: str) -> EncodedImage:
+    img, fmt = _open(data, where)
+    Image = _pil()
     width, height = img.size
     if max(width, height) <= limits.max_side and len(data) <= limits.max_bytes:
         return EncodedImage(_data_url(_MIME[fmt], data), width, height, len(data))
@@ -321,6 +402,10 @@ def stamp_images(windows: Sequence[Any], docs: Any, limits: ImageLimits | None =
     limits = limits or ImageLimits()
     out = []
     for w in windows:
-        stamp = window_images_hash([docs.get(w.query_id, d) for d in w.doc_ids], limits)
+        values = [docs.get(w.query_id, d) for d in w.doc_ids]
+        for d, v in zip(w.doc_ids, values):  # an unreadable image: the error names its document
+            if (image := doc_image(v)) is not None and not image.remote:
+                _read(image, d)
+        stamp = window_images_hash(values, limits)
         out.append(dataclasses.replace(w, images=stamp) if stamp != w.images else w)
     return out

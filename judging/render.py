@@ -58,8 +58,11 @@ Page images (:mod:`judging.pages`)
 A document given as a :class:`judging.pages.Document` with a page image is shown inside its block as
 the text ``[page image of doc_3]``, then the image, then its extracted text (if any); the message content
 becomes a list of OpenAI content parts (``text``, ``image_url`` with a base64 ``data:`` URL, ``text``, ...)
-that litellm maps to each provider. At most ``max_images`` images per window (the rest are shown by their
-text with a note), each scaled to the limits of :class:`judging.pages.ImageLimits`.
+that litellm maps to each provider. At most ``max_images`` images per window, each scaled to the limits of
+:class:`judging.pages.ImageLimits`: page-only documents (no text) get the slots first, in window order, then the
+others; a document with text past the limit is shown by its text with a note. A window with more page-only
+documents than slots is refused before any call (:func:`judging.pages.check_window_images`), and
+:func:`render_window` refuses it too, since such a document would not be shown at all.
 
 So no document or query can close its own block, open a new one, forge the query or hide text from a
 reader. A per-window character budget cuts the longest documents first (water-filling) and records
@@ -76,7 +79,9 @@ from importlib import resources
 from typing import Any
 
 from judging.errors import PromptError
-from judging.pages import Document, ImageLimits, doc_image, doc_text, encode_image, message_text
+from judging.pages import (
+    Document, ImageError, ImageLimits, doc_image, doc_text, encode_image, message_text, page_only,
+)
 from judging.records import STAGES, content_hash
 
 #: Appended to a document cut to fit the window budget (after escaping, so it is visible as-is).
@@ -382,8 +387,9 @@ def render_window(
     max_window_chars : budget for the documents' raw text in the window (about 4 characters per token);
         ``None``: no limit. Documents over their share are cut and end with :data:`TRUNCATION_MARKER`.
     split : lists templates only: the length of list A (``doc_ids[:split]``; list B is the rest).
-    image_limits : size and count limits of the images (default :class:`judging.pages.ImageLimits`); the
-        first ``max_images`` images of the window are shown, later documents by their text alone.
+    image_limits : size and count limits of the images (default :class:`judging.pages.ImageLimits`): at most
+        ``max_images`` images are shown, page-only documents first; other documents past the limit are shown by
+        their text alone. More page-only documents than that raise :class:`judging.pages.ImageError`.
     """
     values_in = list(doc_texts)
     doc_texts = [doc_text(v) for v in values_in]
@@ -403,13 +409,14 @@ def render_window(
     blocks = []
     truncated: dict[str, int] = {}
     encoded, shown, omitted = [], [], []
-    for pid, did, text, cap, value in zip(positional, doc_ids, doc_texts, caps, values_in, strict=True):
+    with_image = _image_slots(doc_ids, values_in, limits)
+    for i, (pid, did, text, cap, value) in enumerate(zip(positional, doc_ids, doc_texts, caps, values_in, strict=True)):
         body = escape_text(_cut(text, cap))
         if cap < len(text):
             truncated[did] = len(text)
             body += TRUNCATION_MARKER
         image = doc_image(value)
-        if image is not None and len(encoded) < limits.max_images:
+        if image is not None and i in with_image:
             marker = f"\x00IMG{len(encoded)}\x00"
             encoded.append(encode_image(image, limits, doc_id=did))
             shown.append(pid)
@@ -449,6 +456,21 @@ def render_window(
         images=tuple(shown),
         omitted_images=tuple(omitted),
     )
+
+
+def _image_slots(doc_ids: Sequence[str], values: Sequence[str | Document], limits: ImageLimits) -> set[int]:
+    """Positions of the window whose image is shown: page-only documents first, then the others with an image, in
+    window order, at most ``limits.max_images``; raises :class:`judging.pages.ImageError` when page-only documents
+    alone exceed it (they would not be shown at all)."""
+    only = [i for i, v in enumerate(values) if page_only(v)]
+    if len(only) > limits.max_images:
+        names = ", ".join(str(doc_ids[i]) for i in only[limits.max_images:][:5])
+        raise ImageError(f"a window holds {len(only)} page images without text but shows at most {limits.max_images} "
+                         f"images: {names} would not be shown at all; raise the image limit (--images-per-window) or "
+                         "give those documents their extracted text")
+    first = set(only)
+    rest = [i for i, v in enumerate(values) if doc_image(v) is not None and i not in first]
+    return set(only + rest[: limits.max_images - len(only)])
 
 
 def _parts(content: str, encoded: Sequence[Any]) -> list[dict[str, Any]]:

@@ -34,7 +34,7 @@ from pathlib import Path
 from judging.errors import JudgeInputError, JudgeVerdictError
 from judging.judge import BaseJudge, JudgeRequest
 from judging.lookup import PerQuery, check_window_inputs
-from judging.pages import doc_text, stamp_images
+from judging.pages import check_window_images, doc_text, stamp_images
 from judging.loop import run as run_interruptible
 from judging.parse import ParseResult, echoed_documents, parse_answer
 from judging.procs import ProcessJudge
@@ -124,7 +124,9 @@ async def judge_windows(
 
     Raises
     ------
-    JudgeInputError : a window's query or document text is missing (before any call).
+    JudgeInputError : a window's query or document text is missing, a page image does not decode as PNG/JPEG, or a
+        window holds more page-only documents than ``judge.image_limits.max_images`` (one would not be shown);
+        all checked before any call (:func:`judging.pages.check_window_images`).
     JudgeVerdictError : the first ``stop_after_invalid`` answers of this run were all invalid; the message
         gives them by category, one raw answer and what to try. They are stored.
     JudgeAuthError, JudgeNotFoundError, JudgeRequestError, JudgeTransportError : from the judge; the
@@ -154,6 +156,8 @@ async def judge_windows(
     check_window_inputs(windows, docs, queries)
 
     windows = stamp_images(windows, docs, getattr(judge, "image_limits", None))
+    # before any call: every image decodes, and no window hides a page-only document past the image limit
+    check_window_images(windows, docs, getattr(judge, "image_limits", None))
     families = {stage: judge.family(stage) for stage in {w.stage for w in windows}}
     keyed: dict[str, Window] = {}
     for w in windows:

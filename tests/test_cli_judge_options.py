@@ -181,3 +181,56 @@ def test_windows_still_invalid_after_their_attempts_exit_as_a_judge_failure_with
     assert rc == 3, err  # 'judge failed', not 'bad input' (2)
     assert "still have no valid answer" in err and "malformed_response" in err
     assert "example (window" in err and "Traceback" not in err and "IndexError" not in err
+
+
+def test_a_context_overflow_advises_options_that_exist(fake, tiny_inputs, tmp_path, monkeypatch):
+    """The context-overflow message names --max-window-chars (with the value in force) and --max-tokens; every
+    option it names is one `rcp-jax judge` takes, and --max-window-chars reaches the judge and its family."""
+    import re
+
+    from judging import JudgeRequestError
+    from judging.judge import DEFAULT_MAX_WINDOW_CHARS
+
+    assert J.DEFAULT_MAX_WINDOW_CHARS == DEFAULT_MAX_WINDOW_CHARS == judge_args().max_window_chars
+    queries, documents = tiny_inputs
+    server = fake(faults=lambda ctx: Fault(status=400, message="This model's maximum context length is 2048 tokens. "
+                                                               "However, you requested 3000 tokens"))
+    args = judge_args("--model", MODEL, "--api-base", server.url, "--max-window-chars", "5000", "--max-tokens", "512")
+    judge = J.build_judge(args, None)
+    assert judge.max_window_chars == 5000 and judge.family("tournament").decoding["max_window_chars"] == 5000
+    q = sorted(documents)[0]
+    window = Window(q, "tournament", "round1", 0, tuple(sorted(documents[q]))[:3])
+    monkeypatch.setenv("OPENAI_API_KEY", "none")
+    with pytest.raises(JudgeRequestError) as info:
+        judge_windows_sync([window], judge=judge, store=tmp_path, documents=documents, queries=queries)
+    message = str(info.value)
+    assert "--max-window-chars" in message and "now 5000 characters" in message and "--max-tokens (now 512)" in message
+    named = set(re.findall(r"(--[a-z][a-z-]+)", message))
+    verbs = build_parser()._subparsers._group_actions[0].choices
+    known = {o for a in verbs["judge"]._actions for o in a.option_strings}
+    assert named and named <= known, named - known
+    with pytest.raises(SystemExit):
+        judge_args("--max-window-chars", "0")
+
+
+def test_judge_json_prints_the_error_as_json_when_the_run_fails(demo_tiny, tmp_path, capsys, monkeypatch):
+    """Under --json a failed run still answers on stdout: one JSON object with the error and the exit code (the
+    message stays on stderr); a run that never starts (a missing file) likewise."""
+    import socket
+
+    monkeypatch.setenv("OPENAI_API_KEY", "none")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    rc = main(["judge", "--rows", str(demo_tiny["rows"]), "--model", MODEL, "--api-base", dead, "--json", "--quiet",
+               "--max-transport-retries", "0", "--concurrency", "1", "--store", str(tmp_path / "store")])
+    out, err = capsys.readouterr()
+    assert rc == 3
+    payload = json.loads(out)
+    assert payload["exit_code"] == 3 and payload["verb"] == "judge" and payload["kind"] == "judge failed"
+    assert "could not connect" in payload["error"] and payload["error"] in err
+    rc = main(["judge", "--rows", str(tmp_path / "missing.jsonl"), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and json.loads(out)["exit_code"] == 2 and "missing.jsonl" in json.loads(out)["error"]
+    rc = main(["judge", "--rows", str(tmp_path / "missing.jsonl")])  # without --json: stdout stays empty
+    assert rc == 2 and capsys.readouterr().out == ""

@@ -94,3 +94,34 @@ def test_a_judge_built_from_the_flags_counts_each_server(demo_tiny, tmp_path, ca
     printed = capfd.readouterr()
     assert SECRET not in printed.out + printed.err + "\n".join(lines)
     assert not any(SECRET.encode() in p.read_bytes() for p in store.rglob("*") if p.is_file())
+
+
+def test_a_dead_server_beside_a_flaky_one_from_the_flags(demo_tiny, tmp_path, monkeypatch):
+    """`--api-base DEAD --api-base FLAKY --max-transport-retries 12` (the flaky server answers 503 to every second
+    request): the judge the CLI builds finishes every window and the dead server gets a small share of the tries."""
+    import socket
+
+    rows = [json.loads(line) for line in demo_tiny["rows"].read_text().splitlines()]
+    queries = {r["query_id"]: r["query"] for r in rows}
+    documents = {r["query_id"]: dict(zip(r["doc_ids"], r["docs"])) for r in rows}
+    latent = {q: {d: 0.3 * i for i, d in enumerate(docs)} for q, docs in documents.items()}
+    windows = [Window(q, "tournament", "round1", s, tuple(sorted(docs))[s:s + 4]) for q, docs in documents.items()
+               for s in range(3)]
+    monkeypatch.setenv("OPENAI_API_KEY", "none")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    with FakeOpenAIServer(SimulatedJudge(latent, seed=3), queries=queries, documents=documents,
+                          faults=lambda ctx: Fault(status=503) if ctx.index % 2 == 0 else None) as flaky:
+        args = judge_args("--api-base", dead, "--api-base", flaky.url, "--max-transport-retries", "12",
+                          "--concurrency", "2")
+        judge = J.build_judge(args, None)
+        judge.backoff_base = judge.backoff_max = 0.001
+        out = judge_windows_sync(windows, judge=judge, store=tmp_path / "store", documents=documents, queries=queries,
+                                 concurrency=args.concurrency)
+    assert len(out) == len(windows) and all(j.valid for j in out)
+    stats, _ = endpoint_summary(judge)
+    counts = {e["api_base"]: e for e in stats}
+    tries = sum(e["answered"] + e["failed"] for e in stats)
+    assert counts[dead]["answered"] == 0 and 1 <= counts[dead]["failed"] < 0.15 * tries, counts
+    assert counts[flaky.url]["answered"] == len(windows)

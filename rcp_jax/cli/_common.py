@@ -43,6 +43,9 @@ def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = Fa
                    help="folder of page images named by document id (<doc_id>.png, .jpg or .jpeg): those documents "
                         "are judged as images (with their text, if any); see the README, Judging page images "
                         "(default: none; a corpus may also name each document's image in an 'image' field)")
+    g.add_argument("--allow-outside-images", action="store_true",
+                   help="let the corpus name page-image files outside the dataset's folder and the --images folder "
+                        "(default: such a file is refused before anything is read or sent)")
     g.add_argument("--missing-text", choices=["error", "warn", "drop"], default="error",
                    help="a POOLED document without text or title: refuse (error, the default), judge it empty with a "
                         "warning (warn), or remove it from its pool (drop); empty documents never pooled do not matter")
@@ -67,6 +70,10 @@ def load_collection(args) -> tuple[Any, pd.DataFrame | None]:
         from rcp_jax.data.collection import attach_images
 
         col = dataclasses.replace(col, corpus=attach_images(col.corpus, args.images))
+    if not getattr(args, "allow_outside_images", False):  # before any image is read
+        from rcp_jax.data.collection import check_image_paths
+
+        check_image_paths(col.corpus, [p for p in (args.dataset, getattr(args, "images", None)) if p is not None])
     if args.qrels:
         col = dataclasses.replace(col, qrels=data.read_qrels(args.qrels))
     pools = data.read_pools(args.pools) if getattr(args, "pools", None) else col.pools

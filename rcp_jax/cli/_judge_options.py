@@ -34,6 +34,8 @@ RESERVED_PARAMS = ("model", "messages", "api_base", "api_key", "stream", "n")
 #: judging.run's defaults, repeated so that building the parser imports nothing (a test keeps them equal).
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_STOP_AFTER_INVALID = 20
+#: judging.judge.DEFAULT_MAX_WINDOW_CHARS, repeated for the same reason.
+DEFAULT_MAX_WINDOW_CHARS = 60_000
 
 
 def _bounded(convert, allowed, requirement: str, bound_requirement: str | None = None):
@@ -76,9 +78,9 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
                         "uses the offline simulated judge")
     g.add_argument("--api-base", default=None, action=ApiBaseAction, metavar="URL",
                    help="endpoint URL of an OpenAI-compatible server, ending in /v1 (vLLM, SGLang, llama.cpp, Ollama); "
-                        "give it several times for several servers of the same model: litellm's Router spreads the "
-                        "calls, a failed call is retried on another server, and the summary counts each server's "
-                        "answered and failed calls (default: the provider's own endpoint)")
+                        "give it several times for several servers of the same model: the calls are spread over them, "
+                        "a failed call is retried on another server, a failing server is benched, and the summary "
+                        "counts each server's answered and failed calls (default: the provider's own endpoint)")
     g.add_argument("--api-base-file", type=Path, default=None, metavar="FILE",
                    help="more endpoints, one per line: 'URL [KEY_VARIABLE]', the optional second field being the NAME "
                         "of an environment variable holding that server's key (never the key itself); # comments "
@@ -94,6 +96,11 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-tokens", type=int, default=4096,
                    help="most tokens of one answer (default 4096). The prompt plus this must fit the model's context: "
                         "with a small context (e.g. 4096) use about 1024-2048; reasoning models need more")
+    g.add_argument("--max-window-chars", type=_positive_int, default=DEFAULT_MAX_WINDOW_CHARS, metavar="N",
+                   help="characters of document text in one window (about 4 per token); longer documents are cut, "
+                        "the longest first, and the record says which. Lower it when a window does not fit the "
+                        f"model's context. Part of the judge family (default {DEFAULT_MAX_WINDOW_CHARS:_})"
+                        .replace("_", ","))
     g.add_argument("--timeout", type=_positive_float, default=120.0, metavar="SECONDS",
                    help="total deadline of one call in seconds, from connecting to the answer's last byte, including "
                         "the wait in the server's queue; a call past it is retried like a timeout (default 120)")
@@ -225,6 +232,7 @@ def build_judge(args, latent: dict | None):
     from rcp_jax.cli._image_options import image_limits
 
     judge.image_limits = image_limits(args)
+    judge.max_window_chars = get("max_window_chars", DEFAULT_MAX_WINDOW_CHARS)
     judge.max_attempts = get("max_attempts")
     judge.stop_after_invalid = get("stop_after_invalid")
     concurrency = get("concurrency", "auto")

@@ -23,6 +23,8 @@ code  meaning
 
 An unknown option is refused with the closest option of the verb as a suggestion (``--datset``: did
 you mean ``--dataset``?).
+Under ``--json`` a handled failure (2, 3, 130, 143) also prints one JSON object on stdout, ``{"verb", "error",
+"kind", "exit_code"}``, so a caller reading stdout always gets an answer.
 
 The compilation cache keeps XLA's compiled programs (the BT and 2PL fits, the NUTS chain) on disk, so a
 second ``rcp-jax fit`` skips most of its compile time (27 s -> 15 s for NUTS on the demo, two cores). It
@@ -192,24 +194,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except (RcpError, JudgeInputError, StoreError) as err:  # bad input, a damaged or locked store
-        print(f"rcp-jax {args.verb}: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(args, "error", str(err), EXIT_USAGE)
     except JudgeError as err:  # authentication, endpoint, transport, invalid answers: every answer so far is stored
-        print(f"rcp-jax {args.verb}: judge failed: {err}", file=sys.stderr)
-        return EXIT_JUDGE_FAILED
+        return _fail(args, "judge failed", str(err), EXIT_JUDGE_FAILED)
     except (FileExistsError, NotADirectoryError, IsADirectoryError) as err:  # a path of the wrong kind
-        print(f"rcp-jax {args.verb}: error: {_path_error(err)}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(args, "error", _path_error(err), EXIT_USAGE)
     except KeyboardInterrupt as err:
         signum = getattr(err, "signum", signal.SIGINT)
-        print(f"rcp-jax {args.verb}: {err or 'interrupted'}", file=sys.stderr)
-        if "run the same command again" not in str(err):
-            print(f"rcp-jax {args.verb}: run the same command again to resume", file=sys.stderr)
-        return EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED
+        code = EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED
+        message = str(err) or "interrupted"
+        if "run the same command again" not in message:
+            message += "; run the same command again to resume"
+        return _fail(args, "interrupted", message, code)
     finally:
         warnings.showwarning = previous
         if previous_term is not None:
             _install(signal.SIGTERM, previous_term)
+
+
+def _fail(args, kind: str, message: str, code: int) -> int:
+    """Say why ``args.verb`` failed on stderr and, under ``--json``, as one JSON object on stdout too
+    (``{"verb", "error", "kind", "exit_code"}``), so a caller reading stdout always gets an answer; returns ``code``."""
+    label = f"{kind}: " if kind != "interrupted" else ""
+    print(f"rcp-jax {args.verb}: {label}{message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        import json  # noqa: PLC0415
+
+        print(json.dumps({"verb": args.verb, "error": message, "kind": kind, "exit_code": code}))
+    return code
 
 
 def _install(signum: int, handler):

@@ -77,6 +77,7 @@ def run(args) -> int:
     collection = pipeline_input(col, pools, name)
     latent = latent_from_qrels(collection.pools, collection.qrels, args.seed) if args.model == "simulated" else None
     judge = make_judge(args, latent)
+    _check_images(args, col, collection, judge)
     if args.estimate:
         return _estimate(args, collection, judge)
     quiet = args.quiet or args.json
@@ -143,6 +144,16 @@ def run_usage(judge, seconds: float) -> tuple[dict, str]:
     if ledger is not None and getattr(ledger, "calls", 0) and not (prompt or completion):
         line += " (the endpoint reported no token usage)"
     return payload, line
+
+def _check_images(args, col, collection, judge) -> None:
+    """Every pooled page image decodes, and no window would hide a page-only document (before any call)."""
+    from judging.pages import ImageLimits
+    from rcp_jax import schedule as S
+    from rcp_jax.cli._image_options import check_page_images
+
+    if "image" in col.corpus.columns:
+        check_page_images(col.corpus, collection.documents, collection.pools,
+                          getattr(judge, "image_limits", None) or ImageLimits(), S.DEFAULT_CONFIG.w)
 
 
 def _context_notes(args, collection, judge) -> list[str]:

@@ -166,6 +166,31 @@ def attach_images(corpus: pd.DataFrame, folder: str | Path) -> pd.DataFrame:
     return out
 
 
+def check_image_paths(corpus: pd.DataFrame, roots: list[str | Path], *, opt_in: str = "--allow-outside-images") -> None:
+    """Refuse a page-image file of ``corpus`` (its ``image`` column, absolute paths as :func:`read_corpus` and
+    :func:`attach_images` leave them) that does not resolve inside one of the folders ``roots`` (the dataset's
+    folder, the ``--images`` folder): a corpus row could otherwise have any readable PNG/JPEG of the machine sent to
+    the judge (``../outside/page.png``, an absolute path, a symbolic link leading out). URLs are not files and pass.
+
+    Raises:
+        DataError: naming the corpus file and line, the document and the file, and ``opt_in``.
+    """
+    if "image" not in corpus.columns:
+        return
+    inside = [Path(r).resolve() for r in roots]
+    for label, doc_id, value in zip(corpus.index, corpus["doc_id"], corpus["image"]):
+        if _blank(value) or str(value).startswith(("http://", "https://", "data:")):
+            continue
+        file = Path(str(value)).resolve()
+        if any(file.is_relative_to(r) for r in inside):
+            continue
+        folders = " or ".join(str(r) for r in inside) or "no folder"
+        raise DataError(f"{_where(corpus, label)}: document {str(doc_id)!r}: image file {file} lies outside {folders}; "
+                        "page images must resolve inside the dataset's folder (or the --images folder), so that a "
+                        "corpus cannot send other files of this machine to the judge. Move the image there, or pass "
+                        f"{opt_in} if you trust this corpus")
+
+
 def read_queries(path: str | Path, *, fmt: str | None = None) -> pd.DataFrame:
     """Read queries: BEIR ``queries.jsonl`` (``_id, text``) or a table ``query_id, text``.
 

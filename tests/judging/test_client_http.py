@@ -169,7 +169,7 @@ def test_context_overflow_fails_fast_and_names_the_budget(tmp_path, dataset, win
     queries, documents, _ = dataset
     too_long = Fault(status=400, message="This model's maximum context length is 8192 tokens. However, you requested 9000 tokens")
     server = served(faults=lambda ctx: too_long)
-    with pytest.raises(JudgeRequestError, match="max_window_chars"):
+    with pytest.raises(JudgeRequestError, match="--max-window-chars .max_window_chars= in Python"):
         judge_windows_sync(windows[:1], judge=judge_for(server), store=tmp_path, documents=documents, queries=queries)
     assert server.status_counts == Counter({400: 1})
 
