@@ -249,7 +249,7 @@ def test_partly_labelled_qrel_figures_stand_on_the_labelled_queries(flow, tmp_pa
     assert {row["metric"] for row in diag["undistinguishable"]} == {"qrel_ndcg", "rcp_ndcg", "count_ndcg"}
 
 
-def test_pool_with_qrels_for_some_queries(flow, tmp_path):
+def test_pool_with_qrels_for_some_queries(flow, server, tmp_path):
     """``--qrels FILE`` on a folder without qrels: positives are swapped in for the labelled queries only, said so."""
     qrels = tmp_path / "partial.txt"
     qrels.write_text("".join(f"{q} 0 {d} {g}\n" for q, d, g in PARTIAL))
@@ -264,6 +264,9 @@ def test_pool_with_qrels_for_some_queries(flow, tmp_path):
     unlabelled = data.read_pools(flow["w"] / "pools.tsv")
     for q in ("q3", "q4"):  # untouched by the qrels
         assert list(pools.loc[pools["query_id"] == q, "doc_id"]) == list(unlabelled.loc[unlabelled["query_id"] == q, "doc_id"])
+    out, err = ok(cli("judge", "--dataset", flow["ds"], "--qrels", qrels, "--pools", tmp_path / "pools.tsv",
+                      *judge_flags(server), "--estimate", "--json"))
+    assert err.count("qrels cover 2 of 4 queries") == 1 and json.loads(out)["queries"] == 4
 
 
 def test_split_typo_is_an_error_but_no_qrels_is_unlabelled(tmp_path):

@@ -19,7 +19,8 @@ def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = Fa
     split, name, the query subset and ``--missing-text``."""
     g = p.add_argument_group("collection")
     g.add_argument("--dataset", type=Path,
-                   help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv); give this or --rows (default: none)")
+                   help="BEIR folder (corpus.jsonl, queries.jsonl[, qrels/<split>.tsv]; without qrels/ it is an "
+                        "unlabelled collection: no qrel figures); give this or --rows (default: none)")
     g.add_argument("--rows", type=Path,
                    help="JSONL rows: one query per line with query_id, query, doc_ids, docs[, qrels]; give this or "
                         "--dataset (default: none)")
@@ -27,8 +28,8 @@ def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = Fa
         g.add_argument("--pools", type=Path, required=pools_required,
                        help="judged pools: query_id, doc_id[, rank] (CSV/TSV/JSONL/Parquet) or a TREC run, as "
                             "`rcp-jax pool` writes (default: the pools of --rows; none for --dataset)")
-    g.add_argument("--qrels", type=Path, help="qrels file overriding the dataset's (TREC or BEIR TSV; default: the "
-                   "dataset's qrels/<split>.tsv, or the rows' qrels)")
+    g.add_argument("--qrels", type=Path, help="qrels file replacing the dataset's (TREC or BEIR TSV; it may label "
+                   "only some queries; default: the dataset's qrels/<split>.tsv, or the rows' qrels; none: unlabelled)")
     g.add_argument("--split", default="test", help="BEIR qrels split, the file qrels/<split>.tsv (default: test)")
     g.add_argument("--name", default=None,
                    help="dataset name keying the schedule's random streams (default: the --dataset folder's name, "

@@ -18,7 +18,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "any, is read with --posterior (required)")
     p.add_argument("--runs", type=Path, nargs="+", required=True,
                    help="run files: TREC (qid Q0 docid rank score tag) or CSV/TSV/JSONL/Parquet (system, query_id, doc_id, score)")
-    p.add_argument("--qrels", type=Path, default=None, help="qrels for qrel-nDCG (TREC or BEIR TSV)")
+    p.add_argument("--qrels", type=Path, default=None,
+                   help="qrels for qrel-nDCG (TREC or BEIR TSV); qrels for some queries give qrel-nDCG on those only, "
+                        "said so (default: none, an unlabelled collection: no qrel-nDCG column)")
     p.add_argument("--pools", type=Path, default=None, help="judged pools (pool restriction and input_order ties)")
     p.add_argument("--k", type=int, default=10, help="nDCG cut-off (default 10)")
     p.add_argument("--protocol", default="plain",

@@ -35,14 +35,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="tournament windows per new document, each with 5 new documents and 5 anchors (default 12)")
     g = p.add_argument_group("collection", "the texts of the queries, the new documents and the anchors")
     g.add_argument("--dataset", type=Path,
-                   help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv); give this or --rows (default: none)")
+                   help="BEIR folder (corpus.jsonl, queries.jsonl[, qrels/<split>.tsv]; without qrels/ it is an "
+                        "unlabelled collection: no qrel figures); give this or --rows (default: none)")
     g.add_argument("--rows", type=Path,
                    help="JSONL rows: one query per line with query_id, query, doc_ids, docs[, qrels]; give this or "
                         "--dataset (default: none)")
     g.add_argument("--pools", type=Path, default=None,
                    help="the pools file the store was judged with; needed by --model simulated (its latent relevance "
                         "comes from the qrels and the pools) (default: none)")
-    g.add_argument("--qrels", type=Path, help="qrels file overriding the dataset's (default: the dataset's qrels)")
+    g.add_argument("--qrels", type=Path, help="qrels file replacing the dataset's (TREC or BEIR TSV; default: the "
+                   "dataset's qrels/<split>.tsv, if any: only --model simulated reads them here)")
     g.add_argument("--split", default="test", help="BEIR qrels split, the file qrels/<split>.tsv (default: test)")
     add_judge_args(p)
     p.add_argument("--estimate", action="store_true",

@@ -161,14 +161,7 @@ def run(args) -> int:
     lines.append(f"first-stage fusion run (tag rrf: the exact RRF of {', '.join(retrievers)}, top {args.depth}) "
                  f"-> {run_out}")
     if len(cut):
-        short = cut.sort_values(kind="stable")
-        below = short[short < 10]
-        lines.append(f"note: in {len(cut)} of {sizes.size} queries a swapped-in positive displaced a fused document, so "
-                     f"their fusion run stops just above it (every listed document is judged; nothing moves up): "
-                     f"ranks 1-{int(short.min())} at the shortest; nDCG@k of rrf is exact for k <= {int(short.min())}"
-                     + (f"; {len(below)} quer{'y stops' if len(below) == 1 else 'ies stop'} above rank 10 "
-                        f"({', '.join(map(str, below.index[:10]))}): raise --depth, or pass --no-positives"
-                        if len(below) else ""))
+        lines.append(_cut_note(cut, int(sizes.size)))
     if "image" in col.corpus.columns:
         with_image = int((col.corpus["image"].astype(str) != "").sum())
         pooled_images = int(pool["doc_id"].astype(str).isin(set(col.corpus.loc[col.corpus["image"].astype(str) != "",
@@ -192,6 +185,24 @@ def run(args) -> int:
     lines.append(f"next: rcp-jax judge --pools {args.out} ...")
     emit(args, payload, "\n".join(lines))
     return 0
+
+
+def _cut_note(cut, n_queries: int) -> str:
+    """The note on the queries whose fusion run stops above ``--depth`` (``cut``: query_id -> ranks kept)."""
+    short = cut.sort_values(kind="stable")
+    below, empty = short[short < 10], short[short == 0]
+    text = (f"note: in {len(cut)} of {n_queries} queries a swapped-in positive displaced a fused document, so their "
+            f"fusion run stops just above it (every listed document is judged, none moved up): the shortest keeps "
+            f"{int(short.min())} rank(s), so nDCG@k of rrf is exact for k <= {int(short.min())}")
+    if len(below):
+        text += (f"; {len(below)} quer{'y stops' if len(below) == 1 else 'ies stop'} above rank 10 "
+                 f"({', '.join(map(str, below.index[:10]))}{' ...' if len(below) > 10 else ''})")
+    if len(empty):
+        text += (f", and {len(empty)} ha{'s' if len(empty) == 1 else 've'} no document in the fusion run (its first "
+                 "fused document was displaced; evaluate leaves such a query out for every system, saying so)")
+    if len(below):
+        text += ": raise --depth, or pass --no-positives"
+    return text
 
 
 def _recall_before(top, qrels) -> float:
