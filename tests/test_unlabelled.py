@@ -424,3 +424,46 @@ def test_two_run_files_with_one_tag_are_named(flow, tmp_path):
     data.write_run(bm25.loc[~bm25["query_id"].isin(["q1", "q2"])], b)
     out, _ = ok(cli("evaluate", "--calibration", w / "fit", "--runs", a, b, "--json"))
     assert set(json.loads(out)["systems"]) == {"bm25"}
+
+
+# ------------------------------------------------------------------------------------- a real server (opt-in)
+@pytest.mark.real_server
+def test_unlabelled_flow_against_a_real_llama_cpp_server(tmp_path):
+    """pool -> judge -> fit -> evaluate -> compare -> diagnose on the unlabelled folder (2 queries, pools of 3) with
+    llama-cpp-python's server and SmolLM2-135M (a weak judge: only the exits and the outputs' shape are checked).
+    Skipped unless ``RCP_JAX_LLAMA_PYTHON`` names a Python with ``llama-cpp-python[server]`` (see
+    tests/judging/test_real_server.py); a few minutes on a busy two-core CPU."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("rcp_real_server_bench", root / "benchmarks" / "real_server.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    python, why = bench.find_server_python()
+    if python is None:
+        pytest.skip(why)
+    gguf, why = bench.find_gguf(python)
+    if gguf is None:
+        pytest.skip(why)
+    ds, w = make_beir(tmp_path / "ds"), tmp_path / "w"
+    with bench.LlamaServer(python, gguf, n_ctx=4096, threads=2, log_path=tmp_path / "server.log") as srv:
+        steps = [
+            ["pool", "--dataset", ds, "--max-queries", 2, "--depth", 3, "--out", w / "pools.tsv",
+             "--baselines-out", w / "base.trec"],
+            ["judge", "--dataset", ds, "--pools", w / "pools.tsv", "--model", f"openai/{bench.ALIAS}", "--api-base",
+             srv.url, "--concurrency", 1, "--max-tokens", 512, "--store", w / "store", "--quiet"],
+            ["fit", "--store", w / "store", "--out", w / "fit", "--no-plots"],
+            ["evaluate", "--calibration", w / "fit", "--runs", w / "pools.fusion.trec", w / "base.trec", "--out",
+             w / "eval", "--no-plots"],
+            ["compare", w / "eval" / "per_query.csv", "--bootstrap", 200, "--permutations", 200],
+            ["diagnose", "--fit", w / "fit", "--no-plots"],
+        ]
+        outputs = {}
+        for argv in steps:
+            code, out, err, _ = bench.rcp([str(a) for a in argv], timeout=1500)
+            assert code == 0, f"{argv[0]} exit {code}: {err[-3000:]}"
+            outputs[argv[0]] = (out, err)
+    assert UNLABELLED in outputs["pool"][1] and UNLABELLED in outputs["judge"][1]
+    board = pd.read_csv(w / "eval" / "leaderboard.csv")
+    assert "qrel_ndcg" not in board.columns and board["rcp_ndcg"].between(0, 1).all()
+    assert "over 2 queries" in outputs["evaluate"][0]
