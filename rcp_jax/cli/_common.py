@@ -19,7 +19,8 @@ def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = Fa
     split, name, the query subset and ``--missing-text``."""
     g = p.add_argument_group("collection")
     g.add_argument("--dataset", type=Path,
-                   help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv); give this or --rows (default: none)")
+                   help="BEIR folder (corpus.jsonl, queries.jsonl[, qrels/<split>.tsv]; without qrels/ it is an "
+                        "unlabelled collection: no qrel figures); give this or --rows (default: none)")
     g.add_argument("--rows", type=Path,
                    help="JSONL rows: one query per line with query_id, query, doc_ids, docs[, qrels]; give this or "
                         "--dataset (default: none)")
@@ -27,8 +28,8 @@ def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = Fa
         g.add_argument("--pools", type=Path, required=pools_required,
                        help="judged pools: query_id, doc_id[, rank] (CSV/TSV/JSONL/Parquet) or a TREC run, as "
                             "`rcp-jax pool` writes (default: the pools of --rows; none for --dataset)")
-    g.add_argument("--qrels", type=Path, help="qrels file overriding the dataset's (TREC or BEIR TSV; default: the "
-                   "dataset's qrels/<split>.tsv, or the rows' qrels)")
+    g.add_argument("--qrels", type=Path, help="qrels file replacing the dataset's (TREC or BEIR TSV; it may label "
+                   "only some queries; default: the dataset's qrels/<split>.tsv, or the rows' qrels; none: unlabelled)")
     g.add_argument("--split", default="test", help="BEIR qrels split, the file qrels/<split>.tsv (default: test)")
     g.add_argument("--name", default=None,
                    help="dataset name keying the schedule's random streams (default: the --dataset folder's name, "
@@ -62,8 +63,8 @@ def load_collection(args) -> tuple[Any, pd.DataFrame | None]:
 
     if bool(args.dataset) == bool(args.rows):
         raise DataError("give exactly one of --dataset (a BEIR folder) or --rows (a JSONL rows file)")
-    if args.dataset:
-        col = data.read_beir(args.dataset, split=args.split, missing_text="keep", strict=False)
+    if args.dataset:  # --qrels FILE replaces the dataset's qrels: their split is then not read at all
+        col = data.read_beir(args.dataset, split=args.split, missing_text="keep", strict=False, labels=not args.qrels)
     else:
         col = data.read_rows(args.rows, missing_text="keep")
     if getattr(args, "images", None) is not None:
@@ -96,7 +97,37 @@ def load_collection(args) -> tuple[Any, pd.DataFrame | None]:
         pools = only(pools)
     if pools is not None:
         pools = pooled_texts(col.corpus, pools, args.missing_text)
+    note = label_note(col, args)
+    if note:
+        stderr(f"note: {note}")
     return col, pools
+
+
+def labelled_queries(queries: pd.DataFrame, qrels: pd.DataFrame | None) -> list[str]:
+    """The ids of ``queries`` (in their order) that have at least one qrel row (any grade)."""
+    if qrels is None or not len(qrels):
+        return []
+    have = set(qrels["query_id"].astype(str))
+    return [q for q in queries["query_id"].astype(str) if q in have]
+
+
+def label_note(col, args) -> str | None:
+    """One line saying the collection is unlabelled, or which share of its queries has qrels (None: all)."""
+    n = len(col.queries)
+    labelled = labelled_queries(col.queries, col.qrels)
+    if len(labelled) == n:
+        return None
+    if not labelled:
+        if getattr(args, "qrels", None):
+            where = f"--qrels {args.qrels} holds no qrel of the selected queries"
+        elif getattr(args, "dataset", None):
+            where = f"{args.dataset} has no qrels/ folder"
+        else:
+            where = f"{args.rows} carries no qrels"
+        return (f"unlabelled collection ({where}): no human labels, so qrel figures (qrel-nDCG, positive recall, "
+                "swapped-in positives) are omitted; the LLM judge needs none (--qrels FILE adds labels)")
+    return (f"qrels cover {len(labelled)} of {n} queries (the labelled ones): qrel figures are computed on those "
+            f"{len(labelled)} only")
 
 
 def pooled_texts(corpus, pools: pd.DataFrame, policy: str) -> pd.DataFrame:
@@ -137,12 +168,29 @@ def latent_from_qrels(pools: dict[str, list[str]], qrels: pd.DataFrame | None, s
     """Latent relevance for the simulated judge from graded qrels plus noise (unjudged = grade 0).
 
     ``latent = -2 + 1.6 * grade + N(0, 0.8^2)`` on the calibrated ability scale, seeded per document.
+    A query without any qrel row has no latent relevance: when no pooled query has one (an unlabelled
+    collection) the simulated judge is refused; when some lack one, they are named on stderr (their documents
+    are all simulated as non-relevant, so their tournaments are noise).
+
+    Raises:
+        DataError: no pooled query has a qrel (the message gives the alternatives).
     """
     import numpy as np
 
     grades: dict[tuple[str, str], float] = {}
     if qrels is not None:
         grades = {(str(q), str(d)): float(g) for q, d, g in qrels[["query_id", "doc_id", "grade"]].itertuples(index=False)}
+    labelled = {q for q, _ in grades}
+    missing = [q for q in pools if q not in labelled]
+    if pools and len(missing) == len(pools):
+        from rcp_jax.cli._judge_options import SIMULATED_NEEDS_QRELS
+
+        raise DataError(SIMULATED_NEEDS_QRELS)
+    if missing:
+        shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+        stderr(f"note: the simulated judge draws latent relevance from the qrels: {len(missing)} of {len(pools)} "
+               f"pooled queries have none ({shown}); their documents are all simulated as non-relevant (noise "
+               "tournaments). Leave them out with --queries (the labelled ones), or judge them with a real --model")
     out: dict[str, dict[str, float]] = {}
     for q, docs in pools.items():
         rng = np.random.default_rng([seed, abs(hash_str(q)) % (2**32)])
@@ -158,13 +206,10 @@ def hash_str(text: str) -> int:
 
 
 def read_runs(paths: list[Path]) -> pd.DataFrame:
-    import pandas as pd
-
+    """The run files as one table; two files ranking a query under one system name are refused, naming both."""
     from rcp_jax import data
 
-    frames = [data.read_run(p) for p in paths]
-    run = pd.concat(frames, ignore_index=True)
-    return run
+    return data.concat_runs([data.read_run(p) for p in paths])
 
 
 def emit(args, payload: dict, text: str) -> None:

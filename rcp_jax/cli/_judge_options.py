@@ -186,6 +186,15 @@ def extra_params(text: str | None) -> dict[str, Any]:
     return value
 
 
+#: Why ``--model simulated`` is refused without labels, and what to do instead.
+SIMULATED_NEEDS_QRELS = (
+    "--model simulated derives each document's latent relevance from the qrels, and no pooled query has a qrel "
+    "(an unlabelled collection): it has nothing to simulate. Judge with a real LLM (--model openai/<name> "
+    "--api-base URL, or any litellm model; `rcp-jax doctor` checks it first), give labels with --qrels FILE, or try "
+    "the flow offline on the embedded demo (`rcp-jax demo`)"
+)
+
+
 def build_judge(args, latent: dict | None):
     """The judge of ``args`` with its run policy, and ``args.concurrency`` resolved to an integer.
 
@@ -208,7 +217,7 @@ def build_judge(args, latent: dict | None):
     simulated = simulated_settings(args)
     if args.model == SIMULATED:
         if latent is None:
-            raise DataError("the simulated judge needs latent relevance: give qrels (--qrels) or a real --model")
+            raise DataError(SIMULATED_NEEDS_QRELS)
         judge = SimulatedJudge(latent, seed=args.seed, **simulated)
     else:
         in_cost, out_cost = get("input_cost_per_token"), get("output_cost_per_token")

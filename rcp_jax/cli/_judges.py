@@ -141,10 +141,8 @@ def run_compare(args) -> int:
         raise DataError(f"give --by-judge FIT with --runs, or a per-query table ({args.per_query}), not both")
     if args.k < 1:
         raise DataError(f"--k must be >= 1, got {args.k}")
-    import pandas as pd
-
     cals, offsets, agreement, meta = load_judges_fit(args.by_judge)
-    runs = pd.concat([data.read_run(p) for p in args.runs], ignore_index=True)
+    runs = data.concat_runs([data.read_run(p) for p in args.runs])
     pools = data.read_pools(args.pools) if args.pools else None
     per_query = per_judge_metrics(runs, cals, k=args.k, pools=pools)
     pairs = compare_by_judge(per_query, alpha=args.alpha, test=args.test, correction=args.correction,

@@ -97,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
         raise DataError("give the per-query metrics table (from `rcp-jax evaluate`), or --by-judge FIT --runs RUN")
     table = read_table(args.per_query, "per-query metrics")
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    empty = [] if metrics else [m for m in ("qrel_ndcg", "count_ndcg", "rcp_ndcg")
+                                if m in table.columns and table[m].isna().all()]
+    table = table.drop(columns=empty)  # a column with no value at all (qrel-nDCG of an unlabelled collection)
     import warnings
 
     from rcp_jax.per_query import PairingWarning
@@ -120,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     summary = None
     if args.reference in comparison.metrics and args.candidate in comparison.metrics:
         summary = sensitivity_report(comparison, args.reference, args.candidate)
+    coverage = qrel_coverage_line(table, args.reference, empty)
     if args.json:
         print(json.dumps({
             "settings": {"metrics": list(comparison.metrics), "alpha": comparison.alpha, "test": comparison.test,
@@ -133,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
             "overall": jsonable(comparison.overall),
             "pairs": jsonable(comparison.pairs),
             "summary": summary,
+            "qrel_coverage": coverage,
             "notes": list(comparison.notes),
             "dropped": jsonable(comparison.dropped),
             "excluded": jsonable(comparison.excluded),
@@ -144,4 +149,28 @@ def run(args: argparse.Namespace) -> int:
     if summary:
         print()
         print(summary)
+    if coverage:
+        print()
+        print(coverage)
     return 0
+
+
+def qrel_coverage_line(table: pd.DataFrame, reference: str, empty: list[str]) -> str | None:
+    """A line saying on how many queries qrel-nDCG stands when it is not all of them, or that the table has no
+    qrel-nDCG (an unlabelled collection; ``empty``: the metric columns dropped for holding no value); None when
+    every query has one."""
+    left_out = f"{', '.join(empty)} held no value for any query and {'was' if len(empty) == 1 else 'were'} left out"
+    if "qrel_ndcg" not in table.columns:
+        if "qrel_ndcg" in empty:
+            return f"{left_out} (no query has a positive qrel): RCP- and Count-nDCG are compared without a human-label reference"
+        if reference == "qrel_ndcg":
+            return ("no qrel_ndcg column (an unlabelled collection, or evaluate ran without --qrels): RCP- and "
+                    "Count-nDCG are compared without a human-label reference" + (f"; {left_out}" if empty else ""))
+        return left_out if empty else None
+    keys = [c for c in ("dataset", "query_id") if c in table.columns]
+    n = len(table[keys].drop_duplicates())
+    labelled = len(table.loc[table["qrel_ndcg"].notna(), keys].drop_duplicates())
+    if labelled == n:
+        return None
+    return (f"qrel-nDCG on {labelled} of {n} queries (the labelled ones, with a positive qrel); the other metrics on "
+            f"the queries every system has")

@@ -18,7 +18,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "any, is read with --posterior (required)")
     p.add_argument("--runs", type=Path, nargs="+", required=True,
                    help="run files: TREC (qid Q0 docid rank score tag) or CSV/TSV/JSONL/Parquet (system, query_id, doc_id, score)")
-    p.add_argument("--qrels", type=Path, default=None, help="qrels for qrel-nDCG (TREC or BEIR TSV)")
+    p.add_argument("--qrels", type=Path, default=None,
+                   help="qrels for qrel-nDCG (TREC or BEIR TSV); qrels for some queries give qrel-nDCG on those only, "
+                        "said so (default: none, an unlabelled collection: no qrel-nDCG column)")
     p.add_argument("--pools", type=Path, default=None, help="judged pools (pool restriction and input_order ties)")
     p.add_argument("--k", type=int, default=10, help="nDCG cut-off (default 10)")
     p.add_argument("--protocol", default="plain",
@@ -91,8 +93,6 @@ def _hole_summary(per_query, args, payload: dict, text: list[str]) -> None:
 def run(args) -> int:
     import warnings
 
-    import pandas as pd
-
     from rcp_jax import data
     from rcp_jax.calibration import load_calibration
     from rcp_jax.data.atomic import atomic_write_csv
@@ -111,7 +111,7 @@ def run(args) -> int:
             run_file = data.read_run(path)
             data.check_run_against_pools(run_file, judged, unknown_docs=args.unknown_docs, against=against)
             frames.append(run_file)
-        runs = pd.concat(frames, ignore_index=True)
+        runs = data.concat_runs(frames)
         try:
             per_query = evaluate(runs, cal, qrels=qrels, k=args.k, protocol=args.protocol, pools=pools,
                                  holes=args.holes, max_hole_rate=args.max_hole_rate)
@@ -120,10 +120,23 @@ def run(args) -> int:
                 raise
             atomic_write_csv(args.out / "holes.csv", exc.table)
             raise HoleError(f"{exc} (holes per system and query: {args.out / 'holes.csv'})", exc.table) from None
+        per_query, coverage = qrel_coverage(per_query, qrels)
         board = leaderboard(per_query)
     notes = sorted({str(w.message) for w in caught})
-    payload = {"k": args.k, "protocol": args.protocol, "systems": board_payload(board), "notes": notes}
-    text = [format_board(board), *[f"note: {n}" for n in notes]]
+    extensions = cal.info.get("extensions") or []
+    if extensions:
+        added = sum(int(e.get("documents", 0)) for e in extensions)
+        notes.append(f"the calibration was extended ({len(extensions)} extension(s), {added} documents added by "
+                     "`rcp-jax extend`): the ideal lists of the queries that gained documents grew, so every system's "
+                     "RCP- and Count-nDCG there differ from scores under the calibration before the extension (the "
+                     "baselines' too); compare systems under one calibration")
+    n_systems = int(per_query["system"].nunique())
+    payload = {"k": args.k, "protocol": args.protocol, "queries": coverage["queries"], "systems": board_payload(board),
+               "notes": notes, "qrels": coverage}
+    text = [f"nDCG@{args.k} ({args.protocol} protocol) of {n_systems} system{'s' if n_systems != 1 else ''} over "
+            f"{coverage['queries']} quer{'y' if coverage['queries'] == 1 else 'ies'}",
+            format_board(board), *coverage["lines"],
+            *[f"note: {n}" for n in notes]]
     _hole_summary(per_query, args, payload, text)
     if args.out:
         atomic_write_csv(args.out / "per_query.csv", per_query)
@@ -147,6 +160,33 @@ def run(args) -> int:
     _evaluation_figures(args, per_query, board, table if args.posterior else None, payload, text)
     emit(args, payload, "\n".join(text))
     return 0
+
+
+def qrel_coverage(per_query, qrels) -> tuple:
+    """(the per-query table, a dict saying on how many queries qrel-nDCG stands).
+
+    qrel-nDCG exists only for a query with a positive qrel (NaN otherwise, left out of its means); this says
+    so: ``queries`` (every query scored), ``qrel_queries`` (those with a qrel-nDCG value), ``lines`` (text).
+    A ``qrel_ndcg`` column with no value at all is dropped (no column rather than a column of nothing).
+    """
+    keys = ["dataset", "query_id"] if "dataset" in per_query.columns else ["query_id"]
+    n = int(len(per_query[keys].drop_duplicates()))
+    out = {"queries": n, "qrel_queries": None, "lines": []}
+    if qrels is None:
+        out["lines"].append("no --qrels: RCP- and Count-nDCG only (no qrel-nDCG column)")
+        return per_query, out
+    if "qrel_ndcg" not in per_query.columns:
+        return per_query, out
+    labelled = int(len(per_query.loc[per_query["qrel_ndcg"].notna(), keys].drop_duplicates()))
+    out["qrel_queries"] = labelled
+    if labelled == 0:
+        out["lines"].append(f"qrel-nDCG omitted: none of the {n} queries has a positive qrel in --qrels "
+                            f"{qrels.attrs.get('source', '')}".rstrip())
+        per_query = per_query.drop(columns="qrel_ndcg")
+    elif labelled < n:
+        out["lines"].append(f"qrel-nDCG on {labelled} of {n} queries (the labelled ones, with a positive qrel); "
+                            f"RCP- and Count-nDCG on all {n}")
+    return per_query, out
 
 
 def calibration_folder(path: Path) -> Path:

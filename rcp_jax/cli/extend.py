@@ -35,14 +35,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="tournament windows per new document, each with 5 new documents and 5 anchors (default 12)")
     g = p.add_argument_group("collection", "the texts of the queries, the new documents and the anchors")
     g.add_argument("--dataset", type=Path,
-                   help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv); give this or --rows (default: none)")
+                   help="BEIR folder (corpus.jsonl, queries.jsonl[, qrels/<split>.tsv]; without qrels/ it is an "
+                        "unlabelled collection: no qrel figures); give this or --rows (default: none)")
     g.add_argument("--rows", type=Path,
                    help="JSONL rows: one query per line with query_id, query, doc_ids, docs[, qrels]; give this or "
                         "--dataset (default: none)")
     g.add_argument("--pools", type=Path, default=None,
                    help="the pools file the store was judged with; needed by --model simulated (its latent relevance "
                         "comes from the qrels and the pools) (default: none)")
-    g.add_argument("--qrels", type=Path, help="qrels file overriding the dataset's (default: the dataset's qrels)")
+    g.add_argument("--qrels", type=Path, help="qrels file replacing the dataset's (TREC or BEIR TSV; default: the "
+                   "dataset's qrels/<split>.tsv, if any: only --model simulated reads them here)")
     g.add_argument("--split", default="test", help="BEIR qrels split, the file qrels/<split>.tsv (default: test)")
     add_judge_args(p)
     p.add_argument("--estimate", action="store_true",
@@ -60,7 +62,8 @@ def _texts(args):
     if bool(args.dataset) == bool(args.rows):
         raise DataError("give exactly one of --dataset (a BEIR folder) or --rows (a JSONL rows file): the judge "
                         "needs the texts of the queries and documents")
-    col = (data.read_beir(args.dataset, split=args.split, missing_text="keep", strict=False) if args.dataset
+    col = (data.read_beir(args.dataset, split=args.split, missing_text="keep", strict=False,
+                          labels=not args.qrels) if args.dataset
            else data.read_rows(args.rows, missing_text="keep"))
     if args.qrels:
         import dataclasses
@@ -157,6 +160,8 @@ def run(args) -> int:
     atomic_write_csv(args.out / "new_documents.csv", result.new_documents)
     summary.update({"calls": result.calls, "checks": result.checks, "notes": result.notes,
                     "calibration": str(args.out / "calibration"), "store": str(args.store)})
+    growth = ideal_growth(cal, result.calibration)
+    summary["ideal_growth"] = growth
     atomic_write_json(args.out / "extension.json", summary)
     rub, anc = result.checks["rubric"], result.checks["anchors"]
     lines = [
@@ -167,8 +172,38 @@ def run(args) -> int:
         f"placement: largest |z| {rub.get('max_abs_z', 0.0):.1f} over {len(rub.get('z', {}))} criteria"
         if anc["pairs"] else f"checks: rubric answers vs the placement: largest |z| {rub.get('max_abs_z', 0.0):.1f}",
         *[f"note: {n}" for n in result.notes],
+        *([growth["note"]] if growth["queries"] else []),
         f"extended calibration written to {args.out / 'calibration'}; next: rcp-jax evaluate --calibration {args.out} "
         f"--runs {' '.join(map(str, args.runs))} ...",
     ]
     emit(args, summary, "\n".join(lines))
     return 0
+
+
+def ideal_growth(before, after, k: int = 10) -> dict:
+    """How the extension grew the RCP ideal lists: the queries whose ideal top-``k`` DCG rose, and by how much.
+
+    Every system's RCP-nDCG on such a query is divided by a larger ideal after the extension, so scores of the
+    systems already judged (the baselines) move even though their rankings did not: say so.
+    Returns ``{"k", "queries", "of", "mean_rise", "note"}`` (``queries``: how many ideals rose).
+    """
+    import numpy as np
+
+    from rcp_jax.metrics import discounts
+
+    disc = discounts(k)
+
+    def idcg(cal) -> dict:
+        g = cal.gains().dropna(subset=["gain"])
+        return {str(q): float(np.sort(part["gain"].to_numpy(dtype=np.float64))[::-1][:k] @ disc[:min(k, len(part))])
+                for q, part in g.groupby("query_id")}
+
+    old, new = idcg(before), idcg(after)
+    rise = {q: new[q] / old[q] - 1.0 for q in new if q in old and old[q] > 0 and new[q] > old[q] * (1 + 1e-12)}
+    out = {"k": k, "queries": len(rise), "of": len(new), "mean_rise": float(np.mean(list(rise.values()))) if rise else 0.0}
+    out["note"] = (f"note: the new documents grew the ideal top-{k} of {len(rise)} of {len(new)} queries (ideal DCG "
+                   f"+{100 * out['mean_rise']:.1f}% on average): every system's RCP-nDCG@{k} there is now divided by a "
+                   "larger ideal, so the scores of the systems already judged (the baselines) move although their "
+                   "rankings did not; compare systems under one calibration (evaluate them all with the extended "
+                   "one)") if rise else ""
+    return out

@@ -145,6 +145,7 @@ def run_usage(judge, seconds: float) -> tuple[dict, str]:
         line += " (the endpoint reported no token usage)"
     return payload, line
 
+
 def _check_images(args, col, collection, judge) -> None:
     """Every pooled page image decodes, and no window would hide a page-only document (before any call)."""
     from judging.pages import ImageLimits

@@ -6,9 +6,13 @@ replaces the lowest-ranked non-positive). Its order is therefore *not* a system 
 positive sits at the bottom whatever its fused score, and a query's pool contains positives no retriever
 found, so scoring the pools file as a run would credit it with the qrels. The **fusion run**
 (``--run-out``, by default ``<pools file without extension>.fusion.trec`` beside it) is the first-stage
-system itself, a TREC run (tag ``rrf``) that ``rcp-jax evaluate`` can score: the fusion's ranking of its
-own top ``--depth``, less the documents the swapped-in positives displaced (they are not pooled, and
-they are the fusion's lowest-ranked, so nDCG@k is exact while ``k <= depth - swapped``). With
+system itself, a TREC run (tag ``rrf``) that ``rcp-jax evaluate`` can score: exactly the RRF of the
+retrievers (documents, order, fused scores) down to rank ``--depth``, or, in a query where a swapped-in
+positive displaced a fused document from the pool, down to just above that document (so every document
+of the run is judged, and nDCG@k is exact while ``k`` is at most that query's cut; the output names the
+shortest cut). A swapped-in positive never enters it, and nothing below a displaced document is moved up
+(which would lift positives the fusion ranked low). An unlabelled collection (no qrels) swaps nothing in:
+pools and fusion run are the RRF's top ``--depth``. With
 ``--baselines-out`` the built-in lexical retrievers also rerank every pool (``bm25``, ``bm25_stem``,
 ``qlm`` scoring each pooled document), baselines to compare a reranker against.
 
@@ -59,8 +63,16 @@ def default_run_out(pools_out: Path) -> Path:
 
 
 def fusion_run(runs, pool, depth: int):
-    """The RRF fusion of ``runs`` as a run ``system='rrf', query_id, doc_id, score`` (fused score): its top
-    ``depth`` per query, less the documents the pool does not hold (those swapped-in positives displaced)."""
+    """The first-stage fusion as a run ``system='rrf', query_id, doc_id, score``: exactly the RRF of ``runs``
+    (:func:`rcp_jax.pools.reciprocal_rank_fusion`: the same documents, order and fused scores), per query from
+    rank 1 down to ``depth``, or down to just above the first fused document the pool lacks (one a swapped-in
+    positive displaced), so that every document of the run is judged. Nothing is moved up: a swapped-in positive
+    is never in it, and no document below a displaced one is kept (that would lift the documents under it).
+
+    Returns:
+        ``(run, cut)``: the run, and a Series query_id -> ranks kept, for the queries the pool cut short.
+    """
+    import numpy as np
     import pandas as pd
 
     from rcp_jax.pools.fusion import reciprocal_rank_fusion
@@ -68,10 +80,12 @@ def fusion_run(runs, pool, depth: int):
     fused = reciprocal_rank_fusion(runs)
     fused = fused.loc[fused["rank"] <= depth]
     pooled = pd.MultiIndex.from_frame(pool[["query_id", "doc_id"]].astype(str))
-    keep = pd.MultiIndex.from_frame(fused[["query_id", "doc_id"]]).isin(pooled)
-    out = fused.loc[keep, ["query_id", "doc_id", "score"]].copy()
+    in_pool = pd.MultiIndex.from_frame(fused[["query_id", "doc_id"]]).isin(pooled)
+    first_out = fused.loc[~in_pool].groupby("query_id", sort=False)["rank"].min()
+    stop = fused["query_id"].map(first_out).fillna(np.inf).to_numpy()
+    out = fused.loc[fused["rank"].to_numpy() < stop, ["query_id", "doc_id", "score"]].copy()
     out.insert(0, "system", "rrf")
-    return out.reset_index(drop=True)
+    return out.reset_index(drop=True), (first_out - 1).astype(int)
 
 
 def run(args) -> int:
@@ -123,21 +137,31 @@ def run(args) -> int:
         pool = pooled_texts(col.corpus, pool, args.missing_text)
     data.write_pools(pool, args.out)
     run_out = args.run_out or default_run_out(args.out)
-    fused = fusion_run(runs, pool, args.depth)
+    fused, cut = fusion_run(runs, pool, args.depth)
     data.write_run(fused, run_out)
     sizes = pool.groupby("query_id").size()
-    swapped = int(len(pool) - len(fused))
+    top = pools.reciprocal_rank_fusion(runs)
+    top = top.loc[top["rank"] <= args.depth]
+    swapped = int((~pd.MultiIndex.from_frame(pool[["query_id", "doc_id"]].astype(str))
+                   .isin(pd.MultiIndex.from_frame(top[["query_id", "doc_id"]]))).sum())
     payload = {"queries": int(sizes.size), "depth": args.depth, "retrievers": retrievers, "out": str(args.out),
                "fusion_run": str(run_out), "min_pool": int(sizes.min()), "max_pool": int(sizes.max()),
-               "swapped_in": swapped}
+               "swapped_in": swapped, "fusion_run_cut": {str(q): int(n) for q, n in cut.items()}}
     lines = [f"pooled {sizes.size} queries (depth {args.depth}, sizes {sizes.min()}-{sizes.max()}) from "
              f"{', '.join(retrievers)} -> {args.out}"]
     if qrels is not None:
         rec = pools.pool_recall(pool, qrels)
         payload["positive_recall"] = float(rec["recall"].mean()) if "recall" in rec.columns else None
+        payload["labelled_queries"] = int(rec["query_id"].nunique())
         lines.append(f"{swapped} qrel positive(s) the retrievers missed were swapped in at the pools' tails: the "
                      "pools file is what the judge reads, NOT a system ranking (do not score it as a run)")
-    lines.append(f"first-stage fusion run (tag rrf, pooled documents of its top {args.depth}) -> {run_out}")
+        if payload["positive_recall"] is not None:
+            lines.append(f"positive recall of the pools before the swap: {_recall_before(top, qrels):.3f} "
+                         f"(mean over the {payload['labelled_queries']} queries with a positive qrel)")
+    lines.append(f"first-stage fusion run (tag rrf: the exact RRF of {', '.join(retrievers)}, top {args.depth}) "
+                 f"-> {run_out}")
+    if len(cut):
+        lines.append(_cut_note(cut, int(sizes.size)))
     if "image" in col.corpus.columns:
         with_image = int((col.corpus["image"].astype(str) != "").sum())
         pooled_images = int(pool["doc_id"].astype(str).isin(set(col.corpus.loc[col.corpus["image"].astype(str) != "",
@@ -161,6 +185,32 @@ def run(args) -> int:
     lines.append(f"next: rcp-jax judge --pools {args.out} ...")
     emit(args, payload, "\n".join(lines))
     return 0
+
+
+def _cut_note(cut, n_queries: int) -> str:
+    """The note on the queries whose fusion run stops above ``--depth`` (``cut``: query_id -> ranks kept)."""
+    short = cut.sort_values(kind="stable")
+    below, empty = short[short < 10], short[short == 0]
+    text = (f"note: in {len(cut)} of {n_queries} queries a swapped-in positive displaced a fused document, so their "
+            f"fusion run stops just above it (every listed document is judged, none moved up): the shortest keeps "
+            f"{int(short.min())} rank(s), so nDCG@k of rrf is exact for k <= {int(short.min())}")
+    if len(below):
+        text += (f"; {len(below)} quer{'y stops' if len(below) == 1 else 'ies stop'} above rank 10 "
+                 f"({', '.join(map(str, below.index[:10]))}{' ...' if len(below) > 10 else ''})")
+    if len(empty):
+        text += (f", and {len(empty)} ha{'s' if len(empty) == 1 else 've'} no document in the fusion run (its first "
+                 "fused document was displaced; evaluate leaves such a query out for every system, saying so)")
+    if len(below):
+        text += ": raise --depth, or pass --no-positives"
+    return text
+
+
+def _recall_before(top, qrels) -> float:
+    """Mean share of each labelled query's positive qrels that the fusion's top depth held (before the swap)."""
+    from rcp_jax.pools import pool_recall
+
+    rec = pool_recall(top[["query_id", "doc_id"]], qrels)
+    return float(rec["recall"].mean())
 
 
 def _image_only(corpus) -> set[str]:

@@ -58,7 +58,7 @@ from __future__ import annotations
 from rcp_jax.data.collection import Collection, read_beir, read_corpus, read_queries, read_rows
 from rcp_jax.data.formats import FORMATS, detect_format
 from rcp_jax.data.pool_checks import PoolWarning, check_pools, check_pools_against_collection, check_run_against_pools
-from rcp_jax.data.run_files import read_pools, read_qrels, read_run, write_pools, write_qrels, write_run
+from rcp_jax.data.run_files import concat_runs, read_pools, read_qrels, read_run, write_pools, write_qrels, write_run
 
 __all__ = [
     "FORMATS",
@@ -66,6 +66,7 @@ __all__ = [
     "Collection",
     "detect_format",
     "read_run",
+    "concat_runs",
     "read_qrels",
     "read_pools",
     "read_corpus",

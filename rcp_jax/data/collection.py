@@ -243,26 +243,46 @@ def _check_qrels_ids(qrels: pd.DataFrame, queries: pd.DataFrame, corpus: pd.Data
             )
 
 
-def read_beir(folder: str | Path, *, split: str = "test", missing_text: str = "error", strict: bool = True) -> Collection:
+def read_beir(
+    folder: str | Path, *, split: str = "test", missing_text: str = "error", strict: bool = True, labels: bool = True
+) -> Collection:
     """Read a BEIR folder: ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``.
+
+    A folder without qrels (no ``qrels/`` folder, or one holding no ``.tsv`` file) is an **unlabelled**
+    collection: its qrels table is empty and ``qrels.attrs["unlabelled"]`` is True (LLM judging needs no
+    labels; qrel figures are then omitted). A ``qrels/`` folder holding other splits but not ``split`` is an
+    error (a mistyped split must not silently drop the labels).
 
     Args:
         folder: the dataset folder. split: the qrels file name (without ``.tsv``).
         missing_text: see :func:`read_corpus`.
         strict: refuse qrels whose query or document id is unknown (else keep them).
+        labels: read the qrels (False: leave them empty, e.g. when another qrels file replaces them).
 
     Returns:
         :class:`Collection` (pools None: build them with ``rcp_jax.pools.build_pool``).
+
+    Raises:
+        DataError: not a folder, a bad corpus or queries file, or ``qrels/<split>.tsv`` missing while the
+            ``qrels/`` folder holds other splits (the message lists them).
     """
     folder = _path(folder)
     if not folder.is_dir():
-        raise DataError(f"{folder}: not a directory; a BEIR dataset is a folder with corpus.jsonl, queries.jsonl, qrels/")
+        raise DataError(f"{folder}: not a directory; a BEIR dataset is a folder with corpus.jsonl, queries.jsonl "
+                        "[and qrels/<split>.tsv]")
     corpus = read_corpus(folder / "corpus.jsonl", missing_text=missing_text)
     queries = read_queries(folder / "queries.jsonl")
     qrels_path = folder / "qrels" / f"{split}.tsv"
+    if not labels:
+        return Collection(corpus=corpus, queries=queries, qrels=_empty(["query_id", "doc_id", "grade"], qrels_path))
     if not qrels_path.exists():
         found = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
-        raise DataError(f"{qrels_path}: no such file; available splits: {found or 'none'}")
+        if found:
+            raise DataError(f"{qrels_path}: no such file; the qrels folder holds the split(s) {', '.join(found)}: "
+                            f"pass --split {found[0]} (split={found[0]!r}), or --qrels FILE")
+        qrels = _empty(["query_id", "doc_id", "grade"], folder / "qrels")
+        qrels.attrs["unlabelled"] = True
+        return Collection(corpus=corpus, queries=queries, qrels=qrels)
     qrels = read_qrels(qrels_path, fmt="tsv")
     if strict:
         _check_qrels_ids(qrels, queries, corpus)

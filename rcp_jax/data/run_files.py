@@ -83,6 +83,42 @@ def _validate_run(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def concat_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Several runs read by :func:`read_run` as one table, refusing two files that rank the same query under one
+    system name (two TREC files with the same tag would merge into one system's ranking, or clash).
+
+    A system may be split over files by query (one file per query range); a (system, query) pair must come
+    from one file.
+
+    Returns:
+        The concatenated run (index reset; ``attrs["sources"]``: the files, in order).
+
+    Raises:
+        DataError: a system ranks a query in two files, naming both files, their lines, and the fix.
+    """
+    if not frames:
+        raise DataError("no run files given")
+    seen: dict[tuple[str, str], int] = {}
+    for i, df in enumerate(frames):
+        pairs = df[["system", "query_id"]].astype(str).drop_duplicates()
+        for label, sysname, q in zip(pairs.index, pairs["system"], pairs["query_id"]):
+            j = seen.setdefault((sysname, q), i)
+            if j == i:
+                continue
+            first, other = frames[j], df
+            at = first.index[(first["system"].astype(str) == sysname) & (first["query_id"].astype(str) == q)][0]
+            a, b = first.attrs.get("source", f"run {j + 1}"), other.attrs.get("source", f"run {i + 1}")
+            raise DataError(
+                f"system {sysname!r} ranks query {q!r} in two run files: {a} ({_unit(first)} {at}) and {b} "
+                f"({_unit(other)} {label}); a TREC run's system is its tag (the 6th column), so two runs with the same "
+                f"tag would be merged into one ranking. Give each run its own tag (e.g. rename it in {b}: "
+                f"awk '{{$6=\"{sysname}_2\"}}1' {b} > renamed.trec), or a table's 'system' column its own name"
+            )
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs["sources"] = [str(f.attrs.get("source", "")) for f in frames]
+    return out
+
+
 def write_run(run: pd.DataFrame, path: str | Path, *, fmt: str | None = None) -> Path:
     """Write a run; TREC ranks are 1..n by descending score within (system, query) (ties: input order)."""
     path = _path(path)
