@@ -10,6 +10,10 @@ NUTS, SVI or a Laplace approximation (:mod:`models.inference`) and returns a :cl
 * tables with posterior means, SDs and equal-tailed intervals of ``gamma, beta`` (``items``),
   ``tau, alpha`` (``queries``) and every document's ability and gain (``documents``);
 * R-hat, bulk/tail ESS and divergences in ``diagnostics`` (warned about when they look bad);
+* ``flags``: the MAP path's degeneracy checks on the same data (:mod:`rcp_jax.bayes.degenerate`: all-tied
+  tournaments, queries all failed / passed, criteria never / always passed, collapsed tau), warned as
+  :class:`rcp_jax.calibration.CalibrationWarning` with the MAP's messages. In the rubric-only model a
+  criterion never or always passed rests on the prior as in :func:`rcp_jax.fit_rubric_only`;
 * ``gain_draws: float32[S, Q, N]`` for posterior metrics (:func:`rcp_jax.bayes.posterior_ndcg.posterior_metrics`).
 
 Models (see :mod:`models.bayes` for the maths): ``joint`` (BT scores latent: tournament noise flows into
@@ -37,6 +41,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import warnings
 from dataclasses import dataclass, field
@@ -48,8 +53,9 @@ import numpy as np
 import pandas as pd
 
 from models import bayes, bradley_terry, inference, irt
+from rcp_jax.bayes.degenerate import informative_criteria, posterior_flags, rest_degenerate_criteria
 from rcp_jax.bayes.diagnostics import ess_bulk, ess_tail, rank_rhat
-from rcp_jax.calibration import Calibration, validate_answers
+from rcp_jax.calibration import Calibration, CalibrationWarning, validate_answers
 from rcp_jax.errors import CalibrationError, DataError
 from rcp_jax.tournament import validate_window_scores
 
@@ -304,6 +310,9 @@ class Posterior:
         ci_prob: probability of the equal-tailed intervals (``*_lo``, ``*_hi``).
         settings: the inference settings used (seed, draws, ...).
         draws: the raw :class:`models.inference.Draws` (what :func:`save_posterior` stores).
+        flags: what the data could not tell, as the MAP's ``Calibration.info["flags"]``
+            (:func:`rcp_jax.bayes.degenerate.posterior_flags`): ``{"kind", "ids", "message"}`` each, warned by
+            :func:`fit_posterior` and :func:`rcp_jax.posterior_metrics`.
     """
 
     idata: object
@@ -319,6 +328,7 @@ class Posterior:
     ci_prob: float
     settings: dict = field(default_factory=dict)
     draws: inference.Draws | None = None
+    flags: list = field(default_factory=list)
 
     @property
     def criteria(self) -> list:
@@ -358,7 +368,8 @@ class Posterior:
         return Calibration(
             criteria=self.criteria, gamma=self.items["gamma_mean"].to_numpy(), beta=self.items["beta_mean"].to_numpy(),
             queries=qs, documents=docs, method=f"{self.model}-{self.method}",
-            info={"diagnostics": self.diagnostics, "settings": self.settings, "ci_prob": self.ci_prob},
+            info={"diagnostics": self.diagnostics, "settings": self.settings, "ci_prob": self.ci_prob,
+                  "flags": self.flags},
         )
 
 
@@ -610,7 +621,8 @@ def fit_posterior(
         svi_steps, learning_rate: SVI settings; ``num_samples`` draws are taken from the guide.
         seed: PRNG seed (explicit).
         ci_prob: probability of the equal-tailed intervals in the tables and the arviz summary.
-        warn: warn about divergences, R-hat > 1.01 and low ESS.
+        warn: warn about divergences, R-hat > 1.01 and low ESS. Degenerate data (``Posterior.flags``) is
+            warned whatever ``warn`` says, as :func:`rcp_jax.calibrate` warns it.
         joint_param: coordinates in which NUTS / SVI / Laplace explore the joint model's latent scores
             (:func:`models.bayes.joint_model`, ``param``): ``ability`` (default; the calibrated ability
             ``tau theta``, which the rubric pins) or ``theta`` (the BT scores). Same posterior; on noisy
@@ -621,6 +633,11 @@ def fit_posterior(
 
     Returns:
         :class:`Posterior`.
+
+    Raises:
+        CalibrationError: the rubric-only model with every criterion never or always passed.
+    Warns:
+        CalibrationWarning: the MAP's degeneracy flags (``Posterior.flags``), one per kind.
     """
     if method not in METHODS:
         raise DataError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -645,10 +662,13 @@ def fit_posterior(
     f32 = lambda x: jax.device_put(np.asarray(x, np.float32))  # noqa: E731 - host cast and copy: nothing compiles
     passes, trials = f32(inputs.passes), f32(inputs.trials)
 
+    informative = np.ones(len(inputs.criteria), dtype=bool)
     if model == "rubric_only":
+        # a criterion never / always passed rests on the prior, as in the MAP (rcp_jax.bayes.degenerate)
+        informative = informative_criteria(inputs)
         mfn = bayes.rubric_only_model
-        kwargs = dict(passes=passes, trials=trials, ridge=ridge)
-        init = _rubric_only_init(inputs)
+        kwargs = dict(passes=passes[..., informative], trials=trials[..., informative], ridge=ridge)
+        init = _rubric_only_init(inputs, informative)
     else:
         cal = irt.fit_2pl_calibration(irt.calibration_cells(inputs.theta, inputs.passes, inputs.trials), ridge=ridge)
         u, v = bayes.item_contrasts(cal.u, cal.v)
@@ -690,14 +710,20 @@ def fit_posterior(
             values, _ = inference.find_map(mfn, kwargs, init_values=init, seed=seed)
         draws = inference.Draws(samples={k: np.asarray(v)[None, None] for k, v in values.items()}, method="map",
                                 info={"wall_s": 0.0, "num_chains": 1, "seed": seed})
+    if not informative.all():
+        draws = dataclasses.replace(draws, samples=rest_degenerate_criteria(draws.samples, inputs, informative))
 
     settings = {"seed": seed, "num_warmup": num_warmup, "num_samples": num_samples, "num_chains": num_chains,
                 "thinning": thinning, "target_accept": target_accept, "svi_steps": svi_steps,
                 "learning_rate": learning_rate, "ridge": ridge, "bt_ridge": bt_ridge, "bt_weight": bt_weight}
     if model == "joint":
         settings["joint_param"] = kwargs["param"]
-    return _assemble(inputs, draws, model=model, method=method, ci_prob=ci_prob, settings=settings,
+    post = _assemble(inputs, draws, model=model, method=method, ci_prob=ci_prob, settings=settings,
                      warn=warn and method == "nuts")
+    for flag in post.flags:  # the MAP's degeneracy warnings (prepare_inputs has warned a disconnected tournament)
+        if flag["kind"] != "bt_disconnected":
+            warnings.warn(flag["message"], CalibrationWarning, stacklevel=2)
+    return post
 
 
 def _assemble(inputs: PosteriorInputs, draws: inference.Draws, *, model: str, method: str, ci_prob: float,
@@ -712,9 +738,10 @@ def _assemble(inputs: PosteriorInputs, draws: inference.Draws, *, model: str, me
     summary = _summary(dt, model, ci_prob) if draws.num_draws > 1 else pd.DataFrame()
     mask = inputs.mask
     gain_draws = np.where(mask, gain, 0.0).reshape((-1,) + mask.shape).astype(np.float32)
+    tau = None if model == "rubric_only" else queries["tau_mean"].to_numpy()[: len(inputs.query_ids)]
     return Posterior(idata=dt, inputs=inputs, items=items, queries=queries, documents=docs, summary=summary,
                      diagnostics=diag, gain_draws=gain_draws, method=method, model=model, ci_prob=ci_prob,
-                     settings=dict(settings), draws=draws)
+                     settings=dict(settings), draws=draws, flags=posterior_flags(inputs, model, tau))
 
 
 def _summary(dt, model: str, ci_prob: float) -> pd.DataFrame:
@@ -726,11 +753,12 @@ def _summary(dt, model: str, ci_prob: float) -> pd.DataFrame:
         return az.summary(dt, var_names=names, ci_prob=ci_prob, ci_kind="eti", round_to="none")
 
 
-def _rubric_only_init(inputs: PosteriorInputs) -> dict:
-    """Starting values of the rubric-only model from the marginal-ML fit (EAP abilities)."""
+def _rubric_only_init(inputs: PosteriorInputs, informative: np.ndarray) -> dict:
+    """Starting values of the rubric-only model (``informative`` bool[K]: the criteria it samples) from the
+    marginal-ML fit (EAP abilities)."""
     mask = inputs.mask
     qi, di = np.nonzero(mask & (inputs.trials[..., 0] > 0))
-    fit = irt.fit_rubric_only(inputs.passes[qi, di], inputs.trials[qi, di])
+    fit = irt.fit_rubric_only(inputs.passes[qi, di][:, informative], inputs.trials[qi, di][:, informative])
     eta = np.zeros(mask.shape)
     eta[qi, di] = fit.ability
     return {"log_gamma_raw": np.log(fit.gamma), "beta_raw": fit.beta, "eta": eta}

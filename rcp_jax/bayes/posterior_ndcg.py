@@ -13,7 +13,17 @@ gains can order some documents differently from the Stage A order, and a system 
 more closely than Stage A does can score slightly above 1 in that draw (the value is not capped: capping
 would bias it). Sorting each draw's own gains instead (the ideal of *that* draw) biases the posterior
 low - the maximum over noisy draws exceeds the maximum of the truth - and a perfect ranker's interval
-would never reach 1.
+would never reach 1 (on two simulated 20 x 30 noisy collections, joint model: every system 0.005-0.015
+below its true value that way, against -0.008 to +0.002 with the fixed ideal). Whenever a posterior mean exceeds
+1 the result says why in its ``notes`` (:data:`ABOVE_ONE_NOTE`, printed under the tables and by
+``rcp-jax evaluate --posterior``): 1 means "as good as the Stage A order", not a ceiling.
+
+Documents tied in the BT scores are ordered by posterior-mean gain, and a query whose BT scores have no
+spread at all (an all-tied tournament, the MAP's flag ``bt_no_spread``) counts as tied throughout: its
+ideal list is the posterior-mean gain order rather than the pool order (with the joint model such a query's
+gains still differ, by the rubric answers; the frozen model gives its documents one gain per draw, and
+every list scores 1). The posterior's degeneracy flags (:mod:`rcp_jax.bayes.degenerate`, the MAP's checks)
+are warned again here and kept in the ``notes``: a number computed on such data is not to be read without them.
 
 nDCG@k is linear in the gains once the system's ranking is fixed, and rankings do not change across
 posterior draws - only gains do. So every (system, query) list is reduced once to discount weights
@@ -58,12 +68,30 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from rcp_jax.calibration import CalibrationWarning
 from rcp_jax.errors import DataError
 from rcp_jax.evaluation import _drop_pairs, _excluded_pairs, validate_run
 from rcp_jax.metrics import Protocol, discounts, get_protocol
 from rcp_jax.stats.paired import paired_t_test
 
 DEFAULT_ROPE = 0.02
+#: Why a posterior RCP-nDCG can exceed 1 (``info["notes"]``, printed under the tables and by the CLI).
+ABOVE_ONE_NOTE = (
+    "RCP-nDCG above 1 ({which}): the ideal list is {ideal}, scored with each posterior draw's gains, so 1 means "
+    "'as good as that order', not a ceiling. A posterior draw can order documents differently from it ({why}), and "
+    "a list that follows the draw more closely scores above 1 in that draw. The value is not capped; sorting each "
+    "draw's own gains instead would put every system 0.005-0.015 below its true value on simulated collections "
+    "(the maximum of noisy gains overstates the ideal). The true value of the same quantity "
+    "(Posterior.with_gains) can exceed 1 as well; with the frozen model no list exceeds 1"
+)
+#: The ideal list and why a draw departs from it, per model (:data:`ABOVE_ONE_NOTE`).
+_IDEAL_WORDS = {
+    "joint": ("the Stage A order (each query's pool in Bradley-Terry MAP order)",
+              "the joint model's scores are latent: the tournament is noisy and the rubric answers say more"),
+    "frozen": ("the Stage A order (each query's pool in Bradley-Terry MAP order)", "rounding"),
+    "rubric_only": ("each query's pool in posterior-mean gain order (the rubric-only model has no tournament)",
+                    "each draw's abilities vary about their means"),
+}
 #: Posterior probability a decision needs (:func:`decide`).
 DEFAULT_DECISION_PROB = 0.95
 #: The outcomes of :func:`decide`.
@@ -159,13 +187,23 @@ class PosteriorMetrics:
         matrix = self.p_better_matrix()
         return {"k": self.k, "protocol": self.protocol, "rope": self.rope, "ci_prob": self.ci_prob,
                 "decision_prob": self.decision_prob, "n_bootstrap": self.n_bootstrap, "n_draws": self.info.get("n_draws"),
-                "systems": records(self.systems), "pairs": records(self.pairs),
+                "notes": list(self.notes), "systems": records(self.systems), "pairs": records(self.pairs),
                 "p_better_matrix": {a: {b: float(p) for b, p in row.items() if a != b} for a, row in matrix.iterrows()}}
 
+    @property
+    def notes(self) -> list:
+        """What a reader must know to read the numbers: the posterior's degeneracy flags and, when a posterior
+        mean exceeds 1, why (:data:`ABOVE_ONE_NOTE`)."""
+        return list(self.info.get("notes", []))
+
     def format(self, fmt: str = "text", digits: int = 3) -> str:
-        """The systems table, the P(A > B) matrix and the pairs table (:func:`format_posterior_table`)."""
-        return "\n".join(format_posterior_table(self, table=t, fmt=fmt, digits=digits)
-                         for t in ("systems", "matrix", "pairs"))
+        """The systems table, the P(A > B) matrix and the pairs table (:func:`format_posterior_table`), then
+        the :attr:`notes` (text and markdown)."""
+        out = "\n".join(format_posterior_table(self, table=t, fmt=fmt, digits=digits)
+                        for t in ("systems", "matrix", "pairs"))
+        if fmt in ("text", "markdown") and self.notes:
+            out += "\n" + "\n".join(f"note: {n}" for n in self.notes) + "\n"
+        return out
 
 
 def discount_weights(
@@ -235,13 +273,27 @@ def discount_weights(
 def ideal_order_scores(posterior) -> np.ndarray:
     """Scores float64[Q, N] whose descending order is each query's ideal list (the Stage A order).
 
-    The Bradley-Terry MAP scores of the frozen and joint models (``posterior.inputs.theta``); for the
-    rubric-only model (no tournament), or an object without them, the posterior-mean gains.
+    The Bradley-Terry MAP scores of the frozen and joint models (``posterior.inputs.theta``), documents
+    tied in them ordered by posterior-mean gain; for the rubric-only model (no tournament), or an object
+    without BT scores, the posterior-mean gains. A query whose BT scores have no spread (the flag
+    ``bt_no_spread``: an all-tied tournament) counts as tied throughout, so its ideal list is the
+    posterior-mean gain order rather than an accident of rounding or of pool order. (Ties change nothing
+    with the frozen model, whose tied documents share a gain in every draw.) The scores are dense ranks
+    (N - 1 for the first document, 0 for the last).
     """
+    mean_gain = np.asarray(posterior.gain_draws, dtype=np.float64).mean(0)
     theta = getattr(posterior.inputs, "theta", None)
-    if getattr(posterior, "model", None) in ("frozen", "joint") and theta is not None:
-        return np.asarray(theta, dtype=np.float64)
-    return np.asarray(posterior.gain_draws, dtype=np.float64).mean(0)
+    if getattr(posterior, "model", None) not in ("frozen", "joint") or theta is None:
+        return mean_gain
+    theta = np.array(theta, dtype=np.float64)
+    flat = {q for f in getattr(posterior, "flags", None) or [] if f["kind"] == "bt_no_spread" for q in f["ids"]}
+    theta[[str(q) in flat for q in posterior.inputs.query_ids]] = 0.0
+    n = theta.shape[1]
+    pos = np.broadcast_to(np.arange(n), theta.shape)
+    order = np.lexsort((pos, -mean_gain, -theta), axis=-1)  # theta first, then mean gain, then pool position
+    ranks = np.empty(theta.shape)
+    np.put_along_axis(ranks, order, np.arange(n - 1, -1, -1, dtype=np.float64)[None, :].repeat(len(theta), 0), axis=-1)
+    return ranks
 
 
 def _ideal_dcg(gains: np.ndarray, order_scores: np.ndarray, k: int) -> np.ndarray:
@@ -308,6 +360,10 @@ def posterior_metrics(
         raise DataError(f"rope must be >= 0, got {rope}")
     run = validate_run(run)
     proto = get_protocol(protocol)
+    notes = [f"posterior RCP-nDCG rests on degenerate data: {f['message']}"
+             for f in getattr(posterior, "flags", None) or []]
+    for note in notes:  # the MAP's checks (rcp_jax.bayes.degenerate): a number on such data misleads unless said
+        warnings.warn(note, CalibrationWarning, stacklevel=2)
     inputs = posterior.inputs
     mask = inputs.mask
     qi, di = np.nonzero(mask)
@@ -398,6 +454,10 @@ def posterior_metrics(
     sys_tab["lo"], sys_tab["hi"] = iv(comb)
     sys_tab["n_queries"] = len(used)
     sys_tab = sys_tab.sort_values("mean", ascending=False).reset_index(drop=True)
+    above = _above_one(sys_tab, per_query)
+    if above:
+        ideal, why = _IDEAL_WORDS.get(getattr(posterior, "model", None), _IDEAL_WORDS["joint"])
+        notes.append(ABOVE_ONE_NOTE.format(which=above, ideal=ideal, why=why))
     order = [systems.index(s) for s in sys_tab["system"]]
 
     a_idx, b_idx = np.triu_indices(len(order), k=1)
@@ -432,8 +492,24 @@ def posterior_metrics(
         per_query=per_query, systems=sys_tab, pairs=pairs[cols], draws=cal, systems_order=list(systems), k=k,
         rope=rope, ci_prob=ci_prob, decision_prob=decision_prob, n_bootstrap=n_bootstrap, protocol=proto.name,
         info={"n_draws": int(x.shape[0]), "queries": used, "dropped_queries": dropped, "seed": seed,
-              "posterior_method": posterior.method, "posterior_model": posterior.model},
+              "posterior_method": posterior.method, "posterior_model": posterior.model, "notes": notes},
     )
+
+
+def _above_one(systems: pd.DataFrame, per_query: pd.DataFrame, tol: float = 1e-9) -> str:
+    """Which posterior means exceed 1, in words ("" when none): systems with their means, and the count of
+    (system, query) means."""
+    sys_above = systems.loc[systems["mean"] > 1.0 + tol]
+    pq = per_query["mean"].to_numpy(dtype=np.float64)
+    n_pq = int((pq > 1.0 + tol).sum())
+    if not n_pq and sys_above.empty:
+        return ""
+    parts = []
+    if not sys_above.empty:
+        shown = ", ".join(f"{s!r} {m:.3f}" for s, m in zip(sys_above["system"][:5], sys_above["mean"][:5]))
+        parts.append(f"system mean{'s' if len(sys_above) > 1 else ''} {shown}")
+    parts.append(f"{n_pq} of {int(np.isfinite(pq).sum())} (system, query) posterior means")
+    return "; ".join(parts)
 
 
 def decision_rule_text(rope: float, decision_prob: float) -> str:

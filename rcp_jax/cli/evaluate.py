@@ -147,10 +147,15 @@ def run(args) -> int:
         from rcp_jax.bayes.posterior_ndcg import posterior_metrics
 
         post = posterior.load_posterior(cal_dir.parent / "posterior")
-        table = posterior_metrics(runs, post, k=args.k, protocol=args.protocol, pools=pools, rope=args.rope)
+        with warnings.catch_warnings(record=True) as caught_post:  # degenerate data, dropped queries: notes
+            warnings.simplefilter("always")
+            table = posterior_metrics(runs, post, k=args.k, protocol=args.protocol, pools=pools, rope=args.rope)
+        extra = [m for m in dict.fromkeys(str(w.message) for w in caught_post) if m not in table.notes]
         payload["posterior"] = table.to_dict()
+        payload["notes"] += table.notes + extra  # table.format() prints table.notes under the tables
         text.append(f"posterior: {post.model} model, {post.method}")
         text.append(table.format())
+        text.extend(f"note: {n}" for n in extra)
         if post.model == "frozen":
             payload["notes"].append(posterior.FROZEN_NOTE)
             text.append(f"note: {posterior.FROZEN_NOTE}")
