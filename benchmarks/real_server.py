@@ -343,7 +343,7 @@ def table(result: dict) -> str:
              f"{Path(result['server']['gguf']).name}, n_ctx {result['server']['n_ctx']}, threads "
              f"{result['server']['threads']}, startup {result['server']['startup_s']:.1f} s; load "
              f"{result['machine']['load_avg_1_5_15']}", "",
-             "doctor (one tournament + one rubric window):",
+             "doctor (tournament windows, each also reversed, then one rubric window; first and last shown):",
              f"{'mode':<20}{'exit':>5}  {'tournament':<30}{'rubric':<30}{'tokens':>14}{'latency s':>12}"]
     for d in result["doctor"]:
         if "windows" not in d:
@@ -352,7 +352,7 @@ def table(result: dict) -> str:
         cat = [("valid" if w["valid"] else (w["category"] or w.get("error_type") or "?")) for w in d["windows"]]
         tok = "/".join(f"{w['prompt_tokens']}+{w['completion_tokens']}" for w in d["windows"])
         lat = "/".join(f"{w['latency_s']:.1f}" for w in d["windows"])
-        lines.append(f"{d['mode']:<20}{d['exit']:>5}  {cat[0]:<30}{cat[1]:<30}{tok:>14}{lat:>12}")
+        lines.append(f"{d['mode']:<20}{d['exit']:>5}  {cat[0]:<30}{cat[-1]:<30}{tok:>14}{lat:>12}")
     for key, title in (("weak_judge", "weak judge (--structured-output none)"), ("kill_resume", "kill and resume")):
         r = result.get(key)
         if not r:

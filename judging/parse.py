@@ -57,6 +57,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from judging.pages import doc_text
 from judging.render import positional_ids
 
 #: Bumped whenever validation rules change; part of the judge family, so new rules make new records.
@@ -627,8 +628,12 @@ def echoed_documents(
     depend on this check (an answer for documents outside the window is refused whatever its origin);
     it is reported, so the window and the document can be inspected.
 
+    ``doc_texts`` may hold corpus values (:class:`judging.pages.Document`, a page image with its text):
+    their text is read; a page image holds no text answer.
+
     Returns the ids (from ``doc_ids``) of the documents holding the answer, in window order.
     """
+    doc_texts = [doc_text(t) for t in doc_texts]
     if not any("{" in t for t in doc_texts):
         return []
     shape = _SHAPES.get(stage)

@@ -87,7 +87,11 @@ def read_endpoint_file(path: Path) -> list[Endpoint]:
 
 def endpoints_of(args) -> list[Endpoint]:
     """Every endpoint of ``--api-base`` (each time given) and ``--api-base-file``, in that order; a URL given
-    twice is refused."""
+    twice is refused. ``args.only_endpoint`` (set by ``doctor``, which checks one endpoint at a time) stands
+    for all of them."""
+    only = getattr(args, "only_endpoint", None)
+    if only is not None:
+        return [only]
     bases = getattr(args, "api_bases", None) or ([args.api_base] if getattr(args, "api_base", None) else [])
     out = [Endpoint(_check_url(b, "--api-base"), None, "--api-base") for b in bases]
     path = getattr(args, "api_base_file", None)

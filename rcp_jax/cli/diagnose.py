@@ -226,6 +226,9 @@ def _diagnose_one_fit(args, folder: Path, out: Path, text: list[str], *, transfe
     payload = {"fit": str(folder), "n_answers": n_answers, "ece": json.loads(ece.to_json(orient="records")),
                "local_dependence": dep, "tau_spread": spread, "transfer_kind": report["transfer_kind"],
                "transfer_note": report["transfer_note"]}
+    payload["answer_quality"], quality_lines = _answer_quality(folder, heading)
+    payload["warnings"] = [line.removeprefix("warning: ") for line in quality_lines if line.startswith("warning: ")]
+    text.append("\n".join(quality_lines))
     files = [atomic_write_csv(out / "predictions.csv", report["predictions"]),
              atomic_write_csv(out / "calibration_report.csv", ece)]
     if transfer:
@@ -247,3 +250,30 @@ def _diagnose_one_fit(args, folder: Path, out: Path, text: list[str], *, transfe
     payload["files"] = [str(f) for f in files]
     text.append("written: " + ", ".join(str(f) for f in files))
     return payload, answers, bt
+
+
+def _answer_quality(folder: Path, heading: str) -> tuple[list[dict], list[str]]:
+    """(signals as dicts, report lines): whether the judge's answers follow the documents
+    (:mod:`rcp_jax.answer_quality`), from the fit folder's window_scores.csv; the placeholder echo, which
+    needs the answer texts, is taken from fit.json (what ``rcp-jax fit`` computed on the store)."""
+    from rcp_jax.answer_quality import Signal, assess, warning_lines
+
+    path = folder / "window_scores.csv"
+    if not path.is_file():
+        return [], [f"## Answer quality of the judge{heading}", f"not computed: no {path.name} in {folder} (run "
+                    "`rcp-jax fit` again)"]
+    signals = assess(read_table(path, "window scores"))
+    fit_json = folder / "fit.json"
+    try:
+        stored = json.loads(fit_json.read_text(encoding="utf-8")).get("answer_quality") or []
+    except (OSError, ValueError):
+        stored = []
+    echo = [d for d in stored if isinstance(d, dict) and d.get("name") == "echo"]
+    try:
+        signals = [s for s in signals if s.name != "echo"] + [Signal(**echo[0])] if echo else signals
+    except TypeError:  # a fit.json of another version: the echo stays "not computed"
+        pass
+    lines = [f"## Answer quality of the judge{heading} (do the tournament answers follow the documents?)"]
+    lines += [f"{'FAILED' if s.failed else ('ok' if s.decidable else 'n/a')} {s.name}: {s.message}" for s in signals]
+    lines += [f"warning: {w}" for w in warning_lines(signals)]
+    return [s.as_dict() for s in signals], lines

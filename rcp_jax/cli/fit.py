@@ -123,6 +123,7 @@ def run(args) -> int:
     notes = [str(w.message) for w in caught] + flag_notes(args.store, keep_flagged=args.keep_flagged)
     notes += _unanswered_notes(args.store)
     notes += [DEPRECATED_MODEL_NOTE] if getattr(args, "deprecated_model_option", False) else []
+    quality = _answer_quality(args.store, window_scores, families)
     atomic_write_csv(args.out / "window_scores.csv", window_scores)
     atomic_write_csv(args.out / "answers.csv", answers)
     atomic_write_csv(args.out / "bt.csv", bt)
@@ -136,7 +137,8 @@ def run(args) -> int:
                "documents": int(cal.documents["gain"].notna().sum()), "criteria": cal.criteria,
                "criterion_names": cal.labels, "rubric": cal.rubric,
                "gamma": cal.gamma, "beta": cal.beta, "families": families, "notes": notes,
-               "calibration": str(args.out / "calibration"), "figures": [str(f) for f in figures.values()]}
+               "calibration": str(args.out / "calibration"), "figures": [str(f) for f in figures.values()],
+               "answer_quality": [q.as_dict() for q in quality], "warnings": _quality_warnings(quality)}
     if args.method != "map":
         from rcp_jax.bayes import posterior
 
@@ -167,6 +169,7 @@ def run(args) -> int:
         f"fitted {payload['queries']} queries, {payload['documents']} documents ({args.calibration_model} model, {args.method})",
         _item_lines(cal),
         *[f"note: {n}" for n in notes],
+        *[f"warning: {w}" for w in payload["warnings"]],
         f"calibration written to {args.out / 'calibration'}",
         *[f"figure: {f}" for f in payload["figures"]],
     ]
@@ -183,6 +186,29 @@ def run(args) -> int:
             lines.append(f"item curves with posterior bands: {payload['figure']}")
     emit(args, payload, "\n".join(lines))
     return 0
+
+
+def _answer_quality(store: Path, window_scores, families: dict) -> list:
+    """The answer-quality signals (:mod:`rcp_jax.answer_quality`) of the fitted answers: the window scores,
+    and the raw texts of the valid answers of the fitted judge families (both stages) for the echo."""
+    from judging import read_judgements
+    from rcp_jax.answer_quality import assess
+
+    texts = [j.raw_response for stage in ("tournament", "rubric")
+             for j in read_judgements(store, stage, valid_only=True)
+             if j.family.family_id == families[stage]["family_id"]]
+    return assess(window_scores, texts)
+
+
+def _quality_warnings(quality: list) -> list[str]:
+    """Warning lines for the failed answer-quality signals, with what they mean for the fit."""
+    from rcp_jax.answer_quality import warning_lines
+
+    lines = warning_lines(quality)
+    if lines:
+        lines.append("the calibration above rests on answers that do not follow the documents: check the judge "
+                     "with `rcp-jax doctor` (same options) before trusting or evaluating with it")
+    return lines
 
 
 def _with_invalid_answers(exc: Exception, store: Path) -> Exception:

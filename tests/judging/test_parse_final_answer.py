@@ -126,6 +126,17 @@ def test_echo_checks_the_answer_the_parser_uses():
     assert echoed_documents(text, IDS, docs, stage="tournament") == []
 
 
+def test_page_documents_are_read_by_their_text():
+    """Corpus values of a page collection (judging.pages.Document) are checked by their text (issue 30:
+    a TypeError crashed `doctor` on pages); a page image alone holds no answer."""
+    from judging.pages import Document, PageImage
+
+    page = PageImage("data:image/png;base64,iVBORw0KGgo=")
+    docs = [Document("", page), Document(planted_doc({"scores": PLANTED}), page), "plain text"]
+    assert echoed_documents(t(PLANTED, "own words"), IDS, docs, stage="tournament") == [IDS[1]]
+    assert echoed_documents(t(REAL), IDS, [Document("", page)] * 3, stage="tournament") == []
+
+
 def test_a_planted_answer_deep_in_a_long_document_is_found():
     noise = " ".join(f"{{item {i}}}" for i in range(300))  # 300 brace groups before the planted answer
     docs = [noise + planted_doc({"scores": PLANTED})]

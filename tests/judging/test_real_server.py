@@ -71,7 +71,8 @@ def test_doctor_real_http_path_and_schema_constrained_answers(server, rows):
         # the schema reached llama.cpp's grammar: the answer is a JSON object (unless cut by max tokens)
         assert w["category"] not in ("no_json", "invalid_json") or w["finish_reason"] == "length", w["raw_answer"][:300]
         assert w["valid"] or w["category"] in INVALID
-    assert (rc == 0) == report["ok"] == all(w["valid"] for w in report["windows"])
+    assert (rc == 0) == report["ok"]
+    assert not report["ok"] or all(w["valid"] for w in report["windows"])  # ok also needs the quality signals
     assert report["verdict"].startswith("OK" if rc == 0 else "FAILED") and report["next"]
 
 

@@ -131,6 +131,21 @@ def test_pool_judge_fit_evaluate_on_a_page_corpus(page_corpus, tmp_path, cli):
     assert board  # every system scored
 
 
+def test_doctor_on_a_page_corpus(page_corpus, tmp_path, cli):
+    # issue 30: doctor crashed here (TypeError: argument of type 'Document' is not iterable) where judge,
+    # --estimate and fit worked
+    folder, info = page_corpus
+    pools = tmp_path / "pools.tsv"
+    assert cli("pool", "--dataset", str(folder), "--depth", "6", "--out", str(pools)).returncode == 0
+    out = cli("doctor", "--dataset", str(folder), "--pools", str(pools), "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["ok"] and report["collection"] == "dataset"
+    shown = {d for w in report["windows"] for d in w["doc_ids"]}
+    assert {info["kinds"][d] for d in shown} == {"both", "image", "text"}  # page-only documents were asked
+    assert all(w["valid"] and w["prompt_chars"] > 0 for w in report["windows"])
+
+
 def test_a_bad_page_image_is_exit_2_naming_document_and_file(page_corpus, tmp_path, cli):
     folder, _ = page_corpus
     pages = tmp_path / "pages"
