@@ -237,3 +237,20 @@ def execute_notebook(tmp_path, monkeypatch):
         return nb
 
     return run
+
+
+@pytest.fixture
+def cli(capfd):
+    """``cli(*argv)`` runs one ``rcp-jax`` command in this process: exit code, stdout and stderr as a
+    CompletedProcess (a module that needs another shape defines its own ``cli``)."""
+    import subprocess
+
+    from rcp_jax.cli import main
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        capfd.readouterr()  # drop anything printed before
+        code = main(list(args))
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["rcp-jax", *args], code, out, err)
+
+    return run

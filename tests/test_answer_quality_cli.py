@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
@@ -36,16 +35,6 @@ class Positional:
         return json.dumps({"reasoning": "<a few sentences comparing the documents>",
                            "ranking": pos[::-1], "scores": scores}), "stop"
 
-
-@pytest.fixture
-def cli(capfd):
-    def run(*args: str) -> subprocess.CompletedProcess:
-        capfd.readouterr()
-        code = main(list(args))
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(["rcp-jax", *args], code, out, err)
-
-    return run
 
 
 @pytest.fixture(scope="module")

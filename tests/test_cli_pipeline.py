@@ -21,18 +21,6 @@ from rcp_jax.cli import main
 from rcp_jax.pipeline import PipelineInput, judge_collection_sync
 
 
-@pytest.fixture
-def cli(capfd):
-    """``cli(*argv)`` runs one ``rcp-jax`` command: exit code, stdout and stderr as a CompletedProcess."""
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        capfd.readouterr()  # drop anything printed before
-        code = main(list(args))
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(["rcp-jax", *args], code, out, err)
-
-    return run
-
 
 @pytest.fixture(scope="module")
 def tiny(demo_tiny, tmp_path_factory):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
 import warnings
 from argparse import Namespace
 
@@ -19,7 +18,6 @@ from judging import JudgeInputError, LiteLLMJudge, SimulatedJudge, Window, judge
 from judging.pages import Document, ImageError, ImageLimits, PageImage
 from judging.render import IMAGE_LABEL, builtin_template, read_rendered, render_window
 from judging.testing_server import FakeOpenAIServer
-from rcp_jax.cli import main
 from rcp_jax.cli._common import load_collection
 from rcp_jax.data import read_beir
 from rcp_jax.errors import DataError
@@ -34,16 +32,6 @@ def _png(path, colour=(250, 250, 240), size=(60, 80)):
     img.save(path, format="PNG")
     return path
 
-
-@pytest.fixture
-def cli(capfd):
-    def run(*args: str) -> subprocess.CompletedProcess:
-        capfd.readouterr()
-        code = main(list(args))
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(["rcp-jax", *args], code, out, err)
-
-    return run
 
 
 def page_dataset(folder, images: dict[str, str], *, texts: dict[str, str] | None = None, n_docs: int = 4):

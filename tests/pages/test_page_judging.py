@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import warnings
 
 import pytest
@@ -12,21 +11,10 @@ from PIL import Image
 from judging import LiteLLMJudge, SimulatedJudge, Window, judge_windows_sync
 from judging.pages import Document, ImageLimits, PageImage
 from judging.testing_server import FakeOpenAIServer
-from rcp_jax.cli import main
 from rcp_jax.data import read_beir
 from rcp_jax.data.collection import attach_images
 from rcp_jax.errors import DataError
 
-
-@pytest.fixture
-def cli(capfd):
-    def run(*args: str) -> subprocess.CompletedProcess:
-        capfd.readouterr()
-        code = main(list(args))
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(["rcp-jax", *args], code, out, err)
-
-    return run
 
 
 def test_readers_take_an_image_field_or_a_folder_named_by_doc_id(page_corpus, tmp_path):

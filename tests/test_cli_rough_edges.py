@@ -20,18 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_budget import _toy_posterior  # noqa: E402  (a toy gain posterior)
 
 
-@pytest.fixture
-def cli(capfd):
-    """``cli(*argv)`` runs one ``rcp-jax`` command in this process: exit code, stdout and stderr."""
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        capfd.readouterr()
-        code = main(list(args))
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(["rcp-jax", *args], code, out, err)
-
-    return run
-
 
 @pytest.fixture(scope="module")
 def judged(demo_tiny, tmp_path_factory):
