@@ -1,4 +1,4 @@
-"""Issue 20, session 8 (helper F): ids coded in chunks of whole queries, calibrate's counts by chunks, the
+"""Ids coded in chunks of whole queries, calibrate's counts by chunks, the
 2PL's finer query padding. Each fast path is checked against the general path it replaces (chunks forced
 small here, so small tables take several), bit for bit; speed is measured by benchmarks/table_profile.py."""
 

@@ -1,4 +1,4 @@
-"""Issue 20, session 10 (helper I): the public Bradley-Terry fit encodes the table in chunks of whole queries
+"""The public Bradley-Terry fit encodes the table in chunks of whole queries
 while a worker thread fits the chunks already encoded. Chunks are forced small here (a few queries each) and
 the result is checked against the whole-table path bit for bit; refusals must name the same row as before."""
 

@@ -1,4 +1,4 @@
-"""Issue 20, twelfth session: the usual window-score table (every window one run of equal width, each query
+"""The usual window-score table (every window one run of equal width, each query
 one run, arrow string ids) is numbered and laid out chunk by chunk as its document ids are coded
 (:class:`rcp_jax.tournament._ChunkNumbering`), with the work shared by a
 :class:`~rcp_jax.data.task_queue.TaskQueue`. Checked here, with chunks forced small so that a small table
@@ -23,8 +23,8 @@ from rcp_jax.data import table_checks
 from rcp_jax.errors import DataError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_issue20_chunked_codes import _same_encoding  # noqa: E402  (field by field, dtypes included)
-from test_issue20_fast_paths import _reference_encoding  # noqa: E402  (plain-Python encoding)
+from test_chunked_id_codes import _same_encoding  # noqa: E402  (field by field, dtypes included)
+from test_window_encoding_reference import _reference_encoding  # noqa: E402  (plain-Python encoding)
 
 #: Names whose byte order is their code-point order, not their ASCII-lowercase order.
 _ODD_NAMES = ["Zeta", "alpha", "é-1", "ä", "b10", "b9", "日本", "a b", "A"]

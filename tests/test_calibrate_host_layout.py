@@ -1,4 +1,4 @@
-"""Issue 20: calibrate's cheaper host work gives the same bits as the forms it replaced.
+"""Calibrate's cheaper host work gives the same bits as the forms it replaced.
 
 * :func:`rcp_jax.metrics.gain` in cache-sized blocks with a branch-free sigmoid, against the one-shot
   float64[n, C] form (special values, scalars, 1 to 12 criteria);

@@ -1,4 +1,4 @@
-"""Issue 20 (task 8_E): the BT kernel's block-level pair listing, its per-block host padding and its more
+"""The BT kernel's block-level pair listing, its per-block host padding and its more
 accurate Newton solves give the statistics of a plain reference, the same fit whatever the row layout, and
 the float64 optimum (speed itself is measured by benchmarks/bt_kernel_profile.py, never here)."""
 

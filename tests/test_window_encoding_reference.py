@@ -1,4 +1,4 @@
-"""Issue 20: the vectorised table -> arrays encoding and the one-query-at-a-time BT kernel give the same
+"""The vectorised table -> arrays encoding and the one-query-at-a-time BT kernel give the same
 answers as plain references (speed itself is measured by benchmarks/public_api_speed.py, never here)."""
 
 from __future__ import annotations

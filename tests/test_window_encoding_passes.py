@@ -1,4 +1,4 @@
-"""Issue 20: the window-score encoding's cheaper passes give what the passes they replaced gave.
+"""The window-score encoding's cheaper passes give what the passes they replaced gave.
 
 * :func:`rcp_jax.tournament._window_layout` orders the window runs by a counting sort when the (query, window)
   keys are dense: the order of ``np.lexsort``; a key held by two runs still takes the per-row path;
