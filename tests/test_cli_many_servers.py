@@ -61,16 +61,22 @@ def test_bad_endpoint_files_are_refused_by_line_without_showing_a_key(demo_tiny,
     assert SECRET not in err and "Traceback" not in err
 
 
-def test_a_judge_built_from_the_flags_counts_each_server(demo_tiny, tmp_path, capfd, monkeypatch):
-    """The judge `rcp-jax judge` builds from two endpoints (one failing, its key from the file's variable) over
-    real HTTP, and the summary lines it prints; the full judge verb is not run here (its JAX refits cost ~15 s of
-    CPU): its three lines of wiring print :func:`endpoint_summary` of this very judge."""
+def _demo_windows(demo_tiny) -> tuple[dict, dict, dict, list]:
+    """(queries, documents, latent relevance, three 4-document round-1 windows per query) of the demo cut."""
     rows = [json.loads(line) for line in demo_tiny["rows"].read_text().splitlines()]
     queries = {r["query_id"]: r["query"] for r in rows}
     documents = {r["query_id"]: dict(zip(r["doc_ids"], r["docs"])) for r in rows}
     latent = {q: {d: 0.3 * i for i, d in enumerate(docs)} for q, docs in documents.items()}
     windows = [Window(q, "tournament", "round1", s, tuple(sorted(docs))[s:s + 4]) for q, docs in documents.items()
                for s in range(3)]
+    return queries, documents, latent, windows
+
+
+def test_a_judge_built_from_the_flags_counts_each_server(demo_tiny, tmp_path, capfd, monkeypatch):
+    """The judge `rcp-jax judge` builds from two endpoints (one failing, its key from the file's variable) over
+    real HTTP, and the summary lines it prints; the full judge verb is not run here (its JAX refits cost ~15 s of
+    CPU): its three lines of wiring print :func:`endpoint_summary` of this very judge."""
+    queries, documents, latent, windows = _demo_windows(demo_tiny)
     monkeypatch.setenv("SECOND_SERVER_KEY", SECRET)
     monkeypatch.setenv("OPENAI_API_KEY", "none")
     with FakeOpenAIServer(SimulatedJudge(latent, seed=3), queries=queries, documents=documents) as good, \
@@ -101,12 +107,7 @@ def test_a_dead_server_beside_a_flaky_one_from_the_flags(demo_tiny, tmp_path, mo
     request): the judge the CLI builds finishes every window and the dead server gets a small share of the tries."""
     import socket
 
-    rows = [json.loads(line) for line in demo_tiny["rows"].read_text().splitlines()]
-    queries = {r["query_id"]: r["query"] for r in rows}
-    documents = {r["query_id"]: dict(zip(r["doc_ids"], r["docs"])) for r in rows}
-    latent = {q: {d: 0.3 * i for i, d in enumerate(docs)} for q, docs in documents.items()}
-    windows = [Window(q, "tournament", "round1", s, tuple(sorted(docs))[s:s + 4]) for q, docs in documents.items()
-               for s in range(3)]
+    queries, documents, latent, windows = _demo_windows(demo_tiny)
     monkeypatch.setenv("OPENAI_API_KEY", "none")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -439,11 +439,8 @@ def test_unlabelled_flow_against_a_real_llama_cpp_server(tmp_path):
     spec = importlib.util.spec_from_file_location("rcp_real_server_bench", root / "benchmarks" / "real_server.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    python, why = bench.find_server_python()
+    python, gguf, why = bench.find_server()
     if python is None:
-        pytest.skip(why)
-    gguf, why = bench.find_gguf(python)
-    if gguf is None:
         pytest.skip(why)
     ds, w = make_beir(tmp_path / "ds"), tmp_path / "w"
     with bench.LlamaServer(python, gguf, n_ctx=4096, threads=2, log_path=tmp_path / "server.log") as srv:

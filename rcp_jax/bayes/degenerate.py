@@ -22,8 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rcp_jax.calibration import _resting_difficulty, degenerate_criteria, degenerate_data_flags
-from rcp_jax.errors import CalibrationError
+from rcp_jax.calibration import _resting_difficulty, degenerate_criteria, degenerate_data_flags, informative_mask
 
 #: What the joint model does with a query whose tournament is all tied (replaces the MAP's "one gain").
 JOINT_NO_SPREAD = (
@@ -83,15 +82,7 @@ def informative_criteria(inputs) -> np.ndarray:
         CalibrationError: every criterion is never or always passed (as :func:`rcp_jax.fit_rubric_only`).
     """
     criteria = list(inputs.criteria)
-    flags = degenerate_criteria(criteria, *_criterion_counts(inputs))
-    degenerate = {c for f in flags for c in f["ids"]}
-    informative = np.array([c not in degenerate for c in criteria])
-    if not informative.any():
-        raise CalibrationError(
-            f"every criterion is never or always passed ({'; '.join(f['message'].split(':')[0] for f in flags)}); "
-            "the rubric answers carry no information about relevance: check the judge's rubric answers"
-        )
-    return informative
+    return informative_mask(criteria, degenerate_criteria(criteria, *_criterion_counts(inputs)))
 
 
 def rest_degenerate_criteria(samples: dict, inputs, informative: np.ndarray) -> dict:

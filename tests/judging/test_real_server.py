@@ -36,11 +36,8 @@ MAX_TOKENS = 512
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    python, why = bench.find_server_python()
+    python, gguf, why = bench.find_server()
     if python is None:
-        pytest.skip(why)
-    gguf, why = bench.find_gguf(python)
-    if gguf is None:
         pytest.skip(why)
     log = tmp_path_factory.mktemp("llama") / "server.log"
     srv = bench.LlamaServer(python, gguf, n_ctx=4096, threads=1, log_path=log).start()
