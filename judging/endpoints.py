@@ -51,6 +51,7 @@ class _Health:
 
     @property
     def tries(self) -> int:
+        """Tries that ended here (answered + failed), in-flight ones not counted."""
         return self.answered + self.failed
 
 

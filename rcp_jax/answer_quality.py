@@ -103,6 +103,7 @@ class Signal:
     brief: str = ""
 
     def as_dict(self) -> dict[str, Any]:
+        """The signal as plain JSON-ready fields (fit.json, doctor --json)."""
         return asdict(self)
 
 

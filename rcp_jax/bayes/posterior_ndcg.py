@@ -13,8 +13,7 @@ gains can order some documents differently from the Stage A order, and a system 
 more closely than Stage A does can score slightly above 1 in that draw (the value is not capped: capping
 would bias it). Sorting each draw's own gains instead (the ideal of *that* draw) biases the posterior
 low - the maximum over noisy draws exceeds the maximum of the truth - and a perfect ranker's interval
-would never reach 1 (on two simulated 20 x 30 noisy collections, joint model: every system 0.005-0.015
-below its true value that way, against -0.008 to +0.002 with the fixed ideal). Whenever a posterior mean exceeds
+would never reach 1 (the comparison of the two ideals is in ``benchmarks/RESULTS.md``). Whenever a posterior mean exceeds
 1 the result says why in its ``notes`` (:data:`ABOVE_ONE_NOTE`, printed under the tables and by
 ``rcp-jax evaluate --posterior``): 1 means "as good as the Stage A order", not a ceiling.
 

@@ -88,6 +88,7 @@ class Probe:
     placeholders: list[str] = field(default_factory=list)  # the answer template's, looked for in the answer
 
     def as_dict(self) -> dict[str, Any]:
+        """The window's check as plain JSON-ready fields (doctor --json)."""
         return dict(self.__dict__)
 
 

@@ -194,6 +194,7 @@ def ideal_growth(before, after, k: int = 10) -> dict:
     disc = discounts(k)
 
     def idcg(cal) -> dict:
+        """query id -> ideal DCG@k of the calibration's gains (sorted best first)."""
         g = cal.gains().dropna(subset=["gain"])
         return {str(q): float(np.sort(part["gain"].to_numpy(dtype=np.float64))[::-1][:k] @ disc[:min(k, len(part))])
                 for q, part in g.groupby("query_id")}
