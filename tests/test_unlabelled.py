@@ -428,9 +428,11 @@ def test_two_run_files_with_one_tag_are_named(flow, tmp_path):
 
 # ------------------------------------------------------------------------------------- a real server (opt-in)
 @pytest.mark.real_server
-def test_unlabelled_flow_against_a_real_llama_cpp_server(tmp_path):
+@pytest.mark.parametrize("labels", ["none", "partial"])
+def test_unlabelled_flow_against_a_real_llama_cpp_server(tmp_path, labels):
     """pool -> judge -> fit -> evaluate -> compare -> diagnose on the unlabelled folder (2 queries, pools of 3) with
-    llama-cpp-python's server and SmolLM2-135M (a weak judge: only the exits and the outputs' shape are checked).
+    llama-cpp-python's server and SmolLM2-135M (a weak judge: only the exits and the outputs' shape are checked);
+    ``partial``: the same with ``--qrels FILE`` labelling q1 only (pool, judge, evaluate read it).
     Skipped unless ``RCP_JAX_LLAMA_PYTHON`` names a Python with ``llama-cpp-python[server]`` (see
     tests/judging/test_real_server.py); a few minutes on a busy two-core CPU."""
     import importlib.util
@@ -443,16 +445,21 @@ def test_unlabelled_flow_against_a_real_llama_cpp_server(tmp_path):
     if python is None:
         pytest.skip(why)
     ds, w = make_beir(tmp_path / "ds"), tmp_path / "w"
+    w.mkdir()
+    qrels = []
+    if labels == "partial":
+        (w / "q1.qrels").write_text("".join(f"{q} 0 {d} {g}\n" for q, d, g in PARTIAL if q == "q1"))
+        qrels = ["--qrels", w / "q1.qrels"]
     with bench.LlamaServer(python, gguf, n_ctx=4096, threads=2, log_path=tmp_path / "server.log") as srv:
         steps = [
-            ["pool", "--dataset", ds, "--max-queries", 2, "--depth", 3, "--out", w / "pools.tsv",
+            ["pool", "--dataset", ds, *qrels, "--max-queries", 2, "--depth", 3, "--out", w / "pools.tsv",
              "--baselines-out", w / "base.trec"],
-            ["judge", "--dataset", ds, "--pools", w / "pools.tsv", "--model", f"openai/{bench.ALIAS}", "--api-base",
-             srv.url, "--concurrency", 1, "--max-tokens", 512, "--structured-output", "json_object_schema",
-             "--store", w / "store", "--quiet"],
+            ["judge", "--dataset", ds, *qrels, "--pools", w / "pools.tsv", "--model", f"openai/{bench.ALIAS}",
+             "--api-base", srv.url, "--concurrency", 1, "--max-tokens", 512, "--structured-output",
+             "json_object_schema", "--store", w / "store", "--quiet"],
             ["fit", "--store", w / "store", "--out", w / "fit", "--no-plots"],
-            ["evaluate", "--calibration", w / "fit", "--runs", w / "pools.fusion.trec", w / "base.trec", "--out",
-             w / "eval", "--no-plots"],
+            ["evaluate", "--calibration", w / "fit", "--runs", w / "pools.fusion.trec", w / "base.trec", *qrels,
+             "--out", w / "eval", "--no-plots"],
             ["compare", w / "eval" / "per_query.csv", "--bootstrap", 200, "--permutations", 200],
             ["diagnose", "--fit", w / "fit", "--no-plots"],
         ]
@@ -461,7 +468,32 @@ def test_unlabelled_flow_against_a_real_llama_cpp_server(tmp_path):
             code, out, err, _ = bench.rcp([str(a) for a in argv], timeout=1500)
             assert code == 0, f"{argv[0]} exit {code}: {err[-3000:]}"
             outputs[argv[0]] = (out, err)
-    assert UNLABELLED in outputs["pool"][1] and UNLABELLED in outputs["judge"][1]
     board = pd.read_csv(w / "eval" / "leaderboard.csv")
-    assert "qrel_ndcg" not in board.columns and board["rcp_ndcg"].between(0, 1).all()
-    assert "over 2 queries" in outputs["evaluate"][0]
+    assert board["rcp_ndcg"].between(0, 1).all() and "over 2 queries" in outputs["evaluate"][0]
+    if labels == "none":
+        assert UNLABELLED in outputs["pool"][1] and UNLABELLED in outputs["judge"][1]
+        assert "qrel_ndcg" not in board.columns
+    else:
+        assert "qrels cover 1 of 2 queries" in outputs["pool"][1] and UNLABELLED not in outputs["judge"][1]
+        assert "qrel-nDCG on 1 of 2 queries (the labelled ones" in outputs["evaluate"][0]
+        per_query = pd.read_csv(w / "eval" / "per_query.csv", dtype={"query_id": str})
+        assert per_query.loc[per_query["query_id"] == "q2", "qrel_ndcg"].isna().all()
+        assert per_query.loc[per_query["query_id"] == "q1", "qrel_ndcg"].notna().all()
+
+
+def test_qrel_ndcg_is_omitted_when_no_labelled_query_is_ranked_by_every_system(flow, tmp_path):
+    """A system with no ranking on any labelled query (an empty fusion run there, say): qrel-nDCG cannot pair the
+    systems on any query, so it is left out with the reason, and RCP-nDCG is still reported (found by the
+    real-server run of a partly labelled collection, where the fusion run of q1 was cut above its first document)."""
+    w = flow["w"]
+    qrels = tmp_path / "partial.txt"
+    qrels.write_text("".join(f"{q} 0 {d} {g}\n" for q, d, g in PARTIAL))
+    base = data.read_run(w / "base.trec")
+    first = base["system"].iloc[0]
+    only_unlabelled = base.loc[(base["system"] == first) & base["query_id"].isin(["q3", "q4"])].assign(system="late")
+    data.write_run(only_unlabelled, tmp_path / "late.trec")
+    out, _ = ok(cli("evaluate", "--calibration", w / "fit", "--runs", w / "base.trec", tmp_path / "late.trec",
+                    "--qrels", qrels, "--out", tmp_path / "eval", "--no-plots"))
+    assert "qrel-nDCG omitted: no labelled query (2 of 4) is ranked by every system (late rank none" in out
+    board = pd.read_csv(tmp_path / "eval" / "leaderboard.csv")
+    assert "qrel_ndcg" not in board.columns and "late" in set(board["system"]) and board["rcp_ndcg"].notna().all()

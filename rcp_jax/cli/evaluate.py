@@ -188,10 +188,24 @@ def qrel_coverage(per_query, qrels) -> tuple:
         out["lines"].append(f"qrel-nDCG omitted: none of the {n} queries has a positive qrel in --qrels "
                             f"{qrels.attrs.get('source', '')}".rstrip())
         per_query = per_query.drop(columns="qrel_ndcg")
+    elif "system" in per_query.columns and not _complete_queries(per_query, keys, "qrel_ndcg"):
+        missing = sorted(set(per_query["system"]) - set(per_query.loc[per_query["qrel_ndcg"].notna(), "system"]))
+        out["lines"].append(f"qrel-nDCG omitted: no labelled query ({labelled} of {n}) is ranked by every system "
+                            f"({', '.join(missing) or 'some systems'} rank none of them; an empty run for a query, "
+                            "e.g. a fusion run cut above its first document, ranks nothing there); "
+                            "RCP- and Count-nDCG on all queries")
+        per_query = per_query.drop(columns="qrel_ndcg")
     elif labelled < n:
         out["lines"].append(f"qrel-nDCG on {labelled} of {n} queries (the labelled ones, with a positive qrel); "
                             f"RCP- and Count-nDCG on all {n}")
     return per_query, out
+
+
+def _complete_queries(per_query, keys: list[str], metric: str) -> int:
+    """How many queries have a ``metric`` value for every system of the per-query table."""
+    n_systems = per_query["system"].nunique()
+    scored = per_query.loc[per_query[metric].notna()].groupby(keys)["system"].nunique()
+    return int((scored == n_systems).sum())
 
 
 def calibration_folder(path: Path) -> Path:
