@@ -1,6 +1,7 @@
-"""Issue 20 (task 8_E): the BT kernel's block-level pair listing, its per-block host padding and its more
-accurate Newton solves give the statistics of a plain reference, the same fit whatever the row layout, and
-the float64 optimum (speed itself is measured by benchmarks/bt_kernel_profile.py, never here)."""
+"""The CPU Bradley-Terry kernel (:func:`models.bradley_terry.fit_windows`, one query at a time): its block-level
+pair listing gives the statistics of a plain pair loop, the fit does not depend on the order of the windows or
+on how queries are split into calls and threads, and float32 reaches the float64 optimum in few Newton
+iterations (speed itself is measured by benchmarks/bt_kernel_profile.py, never here)."""
 
 from __future__ import annotations
 
@@ -90,3 +91,15 @@ def test_float32_fit_reaches_the_float64_optimum_in_few_newton_iterations(sim, g
                          sim.truth.n_docs[small], dtype=jnp.float64)
     n = f64.theta.shape[1]
     assert np.abs(grouped.theta[small, :n] - f64.theta).max() < 2e-5
+
+
+def test_one_query_at_a_time_equals_the_whole_batch():
+    sim = simulate_judgements(8, [30, 20, 25, 18], tournament_placements=6)  # one pool-size bucket: two compilations
+    args = (sim.window_docs, sim.window_scores, sim.window_query, sim.truth.n_docs)
+    one = bt.fit_windows(*args, chunk=1)
+    batch = bt.fit_windows(*args, chunk=None)
+    np.testing.assert_allclose(one.theta, batch.theta, atol=2e-5)
+    np.testing.assert_allclose(one.se, batch.se, rtol=1e-4)
+    assert np.array_equal(one.component, batch.component)
+    assert np.array_equal(one.n_components, batch.n_components)
+    assert bt._window_slots(216) == 224 and bt._window_slots(5) == 8
