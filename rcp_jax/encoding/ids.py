@@ -39,6 +39,13 @@ def id_codes(column: pd.Series, *, sort: bool = False) -> tuple[np.ndarray, pd.I
     strings; values that read as the same string (``1`` and ``"1"``) are then merged. A column with
     missing cells takes the plain path.
     """
+    values = arrow_strings(column)
+    if values is not None and not sort:  # hashed by pyarrow itself (pandas would convert its output)
+        import pyarrow.compute as pc
+
+        encoded = pc.dictionary_encode(values)
+        names = pd.Index(type(column.array)(encoded.dictionary, dtype=column.dtype))
+        return encoded.indices.to_numpy().astype(np.int64), names
     if isinstance(column.dtype, pd.StringDtype) or column.hasnans:
         codes, names = pd.factorize(id_strings(column), sort=sort)
         return np.asarray(codes, dtype=np.int64), names

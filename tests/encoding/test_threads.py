@@ -1,5 +1,6 @@
 """Independent calls side by side (:func:`rcp_jax.encoding.threads.run_concurrently`): results in order, the
-calls really run at the same time, every call has finished when it returns or raises, no thread is left."""
+calls really run at the same time but never more than ``workers`` at once, an error comes back once the
+running calls have finished, and no thread is left behind."""
 
 from __future__ import annotations
 
@@ -13,32 +14,50 @@ from rcp_jax.encoding.threads import run_concurrently
 def test_results_come_in_the_order_of_the_calls():
     assert run_concurrently() == []
     assert run_concurrently(lambda: 1) == [1]
-    assert run_concurrently(lambda: "a", lambda: "b", lambda: "c") == ["a", "b", "c"]
+    assert run_concurrently(*(lambda i=i: i * i for i in range(7))) == [i * i for i in range(7)]
+    assert run_concurrently(lambda: "a", lambda: "b", workers=1) == ["a", "b"]
 
 
-def test_the_first_call_runs_here_and_the_others_at_the_same_time():
-    here = threading.get_ident()
+def test_calls_run_at_the_same_time():
     met = threading.Barrier(3, timeout=10)  # each call waits for the other two: only concurrent calls pass
 
     def call():
         met.wait()
         return threading.get_ident()
 
-    first, second, third = run_concurrently(call, call, call)
-    assert first == here and len({first, second, third}) == 3
+    assert len(set(run_concurrently(call, call, call, workers=3))) == 3
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_no_more_than_workers_calls_run_at_once(workers):
+    lock, running, most = threading.Lock(), [0], [0]
+    gate = threading.Event()
+
+    def call():
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            if running[0] == workers:
+                gate.set()
+        assert gate.wait(10)  # the first calls wait until `workers` of them run
+        with lock:
+            running[0] -= 1
+
+    run_concurrently(*(call for _ in range(8)), workers=workers)
+    assert most[0] == workers
 
 
 @pytest.mark.parametrize("failing", [0, 1])
-def test_an_error_is_raised_after_every_call_has_finished(failing):
-    finished = []
-    release = threading.Event()
+def test_an_error_comes_back_after_the_running_calls_finished(failing):
+    finished, started, release = [], threading.Event(), threading.Event()
 
     def slow():
+        started.set()
         assert release.wait(10)
         finished.append("slow")
-        return "slow"
 
     def fail():
+        assert started.wait(10)
         release.set()
         raise ValueError("bad table")
 
@@ -47,4 +66,8 @@ def test_an_error_is_raised_after_every_call_has_finished(failing):
     with pytest.raises(ValueError, match="bad table"):
         run_concurrently(*calls)
     assert finished == ["slow"]  # the other call ran to its end before the error came back
-    assert threading.active_count() == before  # and its thread is gone
+    assert threading.active_count() == before  # and the pool's threads are gone
+    started.set()
+    with pytest.raises(ValueError, match="bad table"):  # one worker: the calls after the error never run
+        run_concurrently(fail, slow, workers=1)
+    assert finished == ["slow"]

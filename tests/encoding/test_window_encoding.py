@@ -159,3 +159,68 @@ def test_refusals_come_in_the_order_of_the_checks(ws):
         encode_window_scores(bad)
     with pytest.raises(rcp_jax.DataError, match=r"window scores is missing column\(s\) \['window_id'\]"):
         encode_window_scores(bad.drop(columns="window_id"))
+
+
+def _same_arrays(a, b) -> None:
+    for name in a.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, pd.Index):
+            pd.testing.assert_index_equal(x, y, exact=True)
+        else:
+            assert x.dtype == y.dtype and np.array_equal(x, y), name
+
+
+def _tables_in_blocks() -> dict[str, pd.DataFrame]:
+    ws = simulated_windows(5, [9, 14, 6, 11, 8, 12, 5, 10])  # windows of 2-10 documents
+    full = _full_windows(n_queries=10, width=4, seed=2)
+    narrow = _full_windows(n_queries=6, width=2, seed=3).assign(query_id=lambda t: "z" + t["query_id"])
+    again = ws[ws["query_id"] == ws["query_id"].iloc[0]].assign(window_id=lambda t: t["window_id"] + "-again")
+    return {
+        "windows of 2-10 documents": ws,
+        "queries in reverse order": ws.iloc[::-1],
+        "full windows, queries shuffled": _full_windows(n_queries=10, width=4, seed=2, shuffle=True),
+        "blocks of different widths": pd.concat([narrow, full], ignore_index=True),
+        "categorical ids": full.astype({"query_id": "category", "doc_id": "category"}),
+        "a query in two blocks": pd.concat([ws, again], ignore_index=True),
+        "the same document ids in every query": _full_windows(n_queries=10, width=4, seed=2, shared_docs=True),
+    }
+
+
+@pytest.mark.parametrize("name", list(_tables_in_blocks()))
+def test_blocks_of_whole_queries_join_into_the_whole_tables_arrays(monkeypatch, name):
+    from rcp_jax.encoding import windows
+
+    table = _tables_in_blocks()[name]
+    whole = encode_window_scores(table)
+    monkeypatch.setattr(windows, "BLOCK_ROWS", 30)
+    cuts = windows._query_cuts(table["query_id"], 30)
+    assert len(cuts) > 3 and all(table["query_id"].iloc[c] != table["query_id"].iloc[c - 1] for c in cuts[1:-1])
+    joined = []
+    monkeypatch.setattr(windows, "_join", lambda blocks, join=windows._join: joined.append(len(blocks)) or join(blocks))
+    in_blocks = encode_window_scores(table)
+    assert joined == ([] if name == "a query in two blocks" else [len(cuts) - 1])  # else the whole table's encoding
+    _same_arrays(in_blocks, whole)
+    assert_encodes_like_the_reference(table, in_blocks)
+
+
+@pytest.mark.parametrize("fault", ["twice late, missing id early", "single early, twice late", "score late"])
+def test_a_table_in_blocks_is_refused_as_a_whole(monkeypatch, fault):
+    """The blocks' encodings never change which fault is named: the order of the checks over the whole table."""
+    from rcp_jax.encoding import windows
+
+    table = simulated_windows(5, [9, 14, 6, 11, 8, 12, 5, 10]).astype({"query_id": object, "score": object})
+    late, early = len(table) - 4, 5
+    if fault == "twice late, missing id early":
+        table.loc[late, "doc_id"] = table.loc[late - 1, "doc_id"]
+        table.loc[early, "query_id"] = None
+    elif fault == "single early, twice late":
+        table.loc[early, "window_id"] = "lonely"
+        table.loc[late, "doc_id"] = table.loc[late - 1, "doc_id"]
+    else:
+        table.loc[late, "score"] = "high"
+    with pytest.raises(rcp_jax.DataError) as whole:
+        encode_window_scores(table)
+    monkeypatch.setattr(windows, "BLOCK_ROWS", 30)
+    with pytest.raises(rcp_jax.DataError) as in_blocks:
+        encode_window_scores(table)
+    assert str(in_blocks.value) == str(whole.value)
