@@ -72,8 +72,9 @@ def scipy_fit(passes, trials):
     from scipy.special import expit, log_expit, logsumexp, softmax
 
     from models import irt
+    from models.irt.rubric_only import _distinct_rows
 
-    up, ut, count, _ = irt._distinct_rows(passes, trials)
+    up, ut, count, _ = _distinct_rows(passes, trials)
     keep = count > 0
     up, ut, count = up[keep], ut[keep], count[keep]
     nodes, logw = irt.quadrature_grid()

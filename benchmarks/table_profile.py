@@ -66,6 +66,7 @@ def _wrap(module, name: str, label: str, block: bool = False) -> None:
 def _instrument() -> None:
     import models.bradley_terry as bt_mod
     import models.irt as irt
+    import models.irt.calibration_fit as irt_fit
     import rcp_jax.calibration as cal
     import rcp_jax.tournament as tour
 
@@ -76,8 +77,8 @@ def _instrument() -> None:
     _wrap(irt, "calibration_cells", "cells")
     if hasattr(irt, "criterion_major_cells"):
         _wrap(irt, "criterion_major_cells", "cells")
-    _wrap(irt, "_criterion_major", "2pl layout")
-    _wrap(irt, "_calibrate_newton", "2pl compiled", block=True)
+    _wrap(irt_fit, "_criterion_major", "2pl layout")
+    _wrap(irt_fit, "_calibrate_newton", "2pl compiled", block=True)
     _wrap(irt, "fit_2pl_calibration", "2pl fit")
     if hasattr(cal, "_flags_by_code"):
         _wrap(cal, "_flags_by_code", "flags")

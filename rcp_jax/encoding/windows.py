@@ -76,15 +76,13 @@ def encode_window_scores(window_scores: pd.DataFrame) -> WindowArrays:
     if missing:
         raise DataError(f"window scores is missing column(s) {missing}; expected columns {list(WINDOW_COLUMNS)} "
                         f"(got {list(window_scores.columns)})")
-    score = _finite_scores(window_scores)
     cuts = _query_cuts(window_scores["query_id"], BLOCK_ROWS)
     if len(cuts) > 2:
-        blocks = run_concurrently(*(partial(_encode_block, window_scores.iloc[a:b], score[a:b])
-                                    for a, b in zip(cuts[:-1], cuts[1:])))
+        blocks = run_concurrently(*(partial(_encode_block, window_scores.iloc[a:b]) for a, b in zip(cuts[:-1], cuts[1:])))
         if all(b is not None for b in blocks) and pd.Index(np.concatenate([b.query_names for b in blocks])).is_unique:
             return _join(blocks)
     # (a refused block, or a query in two: the whole table names the first fault in the order of the checks)
-    return _encode(window_scores, score)
+    return _encode(window_scores)
 
 
 def _finite_scores(window_scores: pd.DataFrame) -> np.ndarray:
@@ -99,8 +97,9 @@ def _finite_scores(window_scores: pd.DataFrame) -> np.ndarray:
     return score
 
 
-def _encode(window_scores: pd.DataFrame, score: np.ndarray) -> WindowArrays:
-    """:func:`encode_window_scores` of a table whose scores ``score`` float64[n] are checked."""
+def _encode(window_scores: pd.DataFrame) -> WindowArrays:
+    """:func:`encode_window_scores` of a table with the columns it needs."""
+    score = _finite_scores(window_scores)
     q_col, w_col, d_col = (window_scores[c] for c in ("query_id", "window_id", "doc_id"))
     starts = run_starts(q_col, w_col)
     head_q, q_names = codes_at(q_col, starts, sort=True)
@@ -112,9 +111,12 @@ def _encode(window_scores: pd.DataFrame, score: np.ndarray) -> WindowArrays:
     layout = _layout(starts, len(score), head_q, head_w, len(w_names))
     row_query = np.repeat(head_q, np.diff(np.append(starts, len(score))))
     pair_code, pair_query, pair_doc_id = _pairs(d_code, d_names, row_query)
-    pair_doc, n_docs = _number_documents(layout.place(pair_code, -1), layout.order is not None, pair_query,
-                                         len(q_names))
-    doc_index = layout.place(pair_doc.astype(np.int32)[pair_code], -1)
+    cells = layout.place(pair_code, -1)
+    full = layout.order is not None  # (every window one run of rows of one length: no empty slot)
+    pair_doc, n_docs = _number_documents(cells, full, pair_query, len(q_names))
+    doc_index = np.take(pair_doc.astype(np.int32), cells)  # (np.take: unlike an index, it releases the GIL)
+    if not full:
+        doc_index[cells < 0] = -1
     _refuse_twice(doc_index, layout, q_col, w_col, d_col)
     _refuse_single(layout, q_col, w_col)
     return WindowArrays(
@@ -196,7 +198,7 @@ def _pairs(d_code: np.ndarray, d_names: pd.Index, row_query: np.ndarray):
     int64[n] their query codes."""
     owner = np.empty(len(d_names), dtype=np.int64)
     owner[d_code] = row_query
-    if np.array_equal(owner[d_code], row_query):  # every document id in one query: the id is the pair
+    if np.array_equal(np.take(owner, d_code), row_query):  # every document id in one query: the id is the pair
         return d_code, owner, d_names
     n_d = len(d_names)
     pair_code, keys = pd.factorize(row_query * n_d + d_code)
@@ -276,10 +278,10 @@ def _query_cuts(q_col: pd.Series, rows: int) -> list[int]:
     return cuts + [n]
 
 
-def _encode_block(window_scores: pd.DataFrame, score: np.ndarray) -> WindowArrays | None:
+def _encode_block(window_scores: pd.DataFrame) -> WindowArrays | None:
     """:func:`_encode` of a block of rows, or None where it refuses them (the whole table names the fault)."""
     try:
-        return _encode(window_scores, score)
+        return _encode(window_scores)
     except DataError:
         return None
 
@@ -298,7 +300,8 @@ def _join(blocks: list[WindowArrays]) -> WindowArrays:
 
     def stacked(field: str, fill) -> np.ndarray:  # the blocks' [W, w] arrays one after another, `width` wide
         parts = [getattr(b, field) for b in blocks]
-        return np.concatenate([np.pad(x, ((0, 0), (0, width - x.shape[1])), constant_values=fill) for x in parts])
+        return np.concatenate([x if x.shape[1] == width else
+                               np.pad(x, ((0, 0), (0, width - x.shape[1])), constant_values=fill) for x in parts])
 
     window_query = np.concatenate([c[b.window_query] for b, c in zip(blocks, codes)])
     doc_index, scores = stacked("doc_index", -1), stacked("scores", 0.0)

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from models import bradley_terry as bt
+from models.bradley_terry import batching as bt_batching
+from models.bradley_terry import kernel as bt_kernel
 from models.simulate import simulate_judgements
 
 
@@ -51,8 +53,8 @@ def test_block_pairs_and_query_scatter_equal_a_pair_loop(sim):
 
     @jax.jit
     def parts(di, sc):
-        flat, pw, net, total, used = bt._block_pairs(di, sc, 16)
-        out = [bt._query_scatter(flat[r], pw[r], net[r], used[r], 16, 45) for r in range(len(small))]
+        flat, pw, net, total, used = bt_kernel._block_pairs(di, sc, 16)
+        out = [bt_kernel._query_scatter(flat[r], pw[r], net[r], used[r], 16, 45) for r in range(len(small))]
         return jnp.concatenate([o[0] for o in out]), jnp.concatenate([o[1] for o in out]), total, used
 
     both, anti, total, used = (np.asarray(x, np.float64) for x in parts(di, sc))
@@ -102,4 +104,4 @@ def test_one_query_at_a_time_equals_the_whole_batch():
     np.testing.assert_allclose(one.se, batch.se, rtol=1e-4)
     assert np.array_equal(one.component, batch.component)
     assert np.array_equal(one.n_components, batch.n_components)
-    assert bt._window_slots(216) == 224 and bt._window_slots(5) == 8
+    assert bt_batching._window_slots(216) == 224 and bt_batching._window_slots(5) == 8

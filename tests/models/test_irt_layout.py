@@ -9,21 +9,23 @@ import numpy as np
 import pytest
 
 from models import irt
+from models.irt import map_objective as irt_map_objective
+from models.irt import cells as irt_cells
 
 
 def test_2pl_query_padding_and_layout():
-    assert [irt._query_slots(q, 1 << max(0, (q - 1).bit_length()), 1) for q in (3, 64, 65, 1000, 4095)] == \
+    assert [irt_cells._query_slots(q, 1 << max(0, (q - 1).bit_length()), 1) for q in (3, 64, 65, 1000, 4095)] == \
         [64, 64, 128, 1024, 4096]
-    assert [irt._query_slots(q, 1 << (q - 1).bit_length(), 1) for q in (4096, 5000, 10000, 12000)] == \
+    assert [irt_cells._query_slots(q, 1 << (q - 1).bit_length(), 1) for q in (4096, 5000, 10000, 12000)] == \
         [4096, 5120, 10240, 12288]
-    assert irt._query_slots(10000, 16384, 3) == 10242  # a multiple of the devices
+    assert irt_cells._query_slots(10000, 16384, 3) == 10242  # a multiple of the devices
     rng = np.random.default_rng(0)
     theta = rng.normal(size=(3, 7))
     trials = rng.integers(0, 3, size=(3, 7, 5)).astype(float)
     cells = irt.calibration_cells(theta, np.minimum(trials, 1.0), trials)
     assert cells.criterion.shape == (3, 35) and not cells.criterion.flags.writeable
-    wide = irt._criterion_major(cells, 8, bucket=True)
-    narrow = irt._criterion_major(cells, 8, bucket=True, dtype=np.float32)
+    wide = irt_cells._criterion_major(cells, 8, bucket=True)
+    narrow = irt_cells._criterion_major(cells, 8, bucket=True, dtype=np.float32)
     assert all(n.dtype == np.float32 and np.array_equal(n, w.astype(np.float32)) for n, w in zip(narrow, wide))
     assert np.array_equal(wide[0][:3, 2, :7], theta) and np.array_equal(wide[2][:3, :, :7], trials.transpose(0, 2, 1))
 
@@ -47,7 +49,7 @@ def test_criterion_major_cells_equal_the_dense_layout(dtype):
     dense_theta, dense_passes, dense_trials = np.zeros((q, n)), np.zeros((q, n, c)), np.zeros((q, n, c))
     dense_theta[query, slot], dense_passes[query, slot], dense_trials[query, slot] = theta, passes, trials[:, None]
     q_pad = laid.passes.shape[0]
-    ref = irt._criterion_major(irt.calibration_cells(dense_theta, dense_passes, dense_trials), q_pad, bucket=True,
+    ref = irt_cells._criterion_major(irt.calibration_cells(dense_theta, dense_passes, dense_trials), q_pad, bucket=True,
                                dtype=np.dtype(dtype))
     for got, want in zip((laid.theta, laid.passes, laid.trials), ref):
         assert got.dtype == want.dtype
@@ -56,7 +58,7 @@ def test_criterion_major_cells_equal_the_dense_layout(dtype):
 
 
 def test_fused_evaluation_equals_objective_and_moments():
-    """One pass (:func:`models.irt._cm_eval`) gives the objective of :func:`_cm_objective` and the moments of
+    """One pass (:func:`models.irt_map_objective._cm_eval`) gives the objective of :func:`_cm_objective` and the moments of
     :func:`_moments`, with theta and trials per criterion or one row for all criteria."""
     import jax
     import jax.numpy as jnp
@@ -71,13 +73,13 @@ def test_fused_evaluation_equals_objective_and_moments():
         u, v = jnp.asarray(rng.normal(size=c) * 0.3), jnp.asarray(rng.normal(size=c))
         t, alpha = jnp.asarray(rng.normal(size=q) * 0.5), jnp.asarray(rng.normal(size=q))
         full = [jnp.asarray(np.broadcast_to(x, (q, c, k))) for x in (theta, trials)]
-        total, has = irt._cell_totals(jnp.asarray(passes), full[1])
-        want_f = irt._cm_objective(u, v, t, alpha, full[0], jnp.asarray(passes), full[1], has, 1e-4, total)
-        want_m = irt._moments(u, v, t, alpha, full[0], jnp.asarray(passes), full[1])
+        total, has = irt_map_objective._cell_totals(jnp.asarray(passes), full[1])
+        want_f = irt_map_objective._cm_objective(u, v, t, alpha, full[0], jnp.asarray(passes), full[1], has, 1e-4, total)
+        want_m = irt_map_objective._moments(u, v, t, alpha, full[0], jnp.asarray(passes), full[1])
         for th, tr in ((theta, trials), full):
             th, tr = jnp.asarray(th), jnp.asarray(tr)
-            assert float(irt._cell_totals(jnp.asarray(passes), tr)[0]) == float(total)
-            f, m = jax.jit(irt._cm_eval)(u, v, t, alpha, th, jnp.asarray(passes), tr, has, 1e-4, total)
+            assert float(irt_map_objective._cell_totals(jnp.asarray(passes), tr)[0]) == float(total)
+            f, m = jax.jit(irt_map_objective._cm_eval)(u, v, t, alpha, th, jnp.asarray(passes), tr, has, 1e-4, total)
             np.testing.assert_allclose(float(f), float(want_f), rtol=1e-13)
             np.testing.assert_allclose(np.asarray(m), np.asarray(want_m), rtol=1e-12, atol=1e-12)
 
