@@ -178,7 +178,7 @@ def calibrate(
     bt_starts = run_starts(bt["query_id"])
     head_q, q_names = codes_at(bt["query_id"], bt_starts)
     bt_q = np.repeat(head_q, np.diff(np.append(bt_starts, n_bt)))
-    placements, pass_counts = answer_counts(bt, bt_q, q_names, ans, crit)
+    placements, pass_counts = answer_counts(bt, bt_starts, bt_q, q_names, ans, crit)
     q_all = [str(q) for q in q_names.tolist()]
     answered = np.bincount(bt_q[placements > 0], minlength=len(q_all)) > 0
     uncal = [q for q, a in zip(q_all, answered) if not a]

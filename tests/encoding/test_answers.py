@@ -11,7 +11,7 @@ import pytest
 import rcp_jax
 from models.simulate import simulate_judgements
 from rcp_jax.encoding.answers import answer_counts
-from rcp_jax.encoding.ids import id_codes
+from rcp_jax.encoding.ids import id_codes, run_starts
 
 CRITERIA = ["C1", "C2", "C3", "C4", "C5"]
 
@@ -31,8 +31,9 @@ def tables():
 
 
 def _counts(bt: pd.DataFrame, ans: pd.DataFrame):
+    starts = run_starts(bt["query_id"])
     bt_q, q_names = id_codes(bt["query_id"])
-    return answer_counts(bt, bt_q, q_names, ans, CRITERIA)
+    return answer_counts(bt, starts, bt_q, q_names, ans, CRITERIA)
 
 
 def _groupby_counts(bt: pd.DataFrame, ans: pd.DataFrame):
@@ -118,3 +119,45 @@ def test_calibrate_does_not_depend_on_the_order_or_dtype_of_the_rows(tables):
     _same(rcp_jax.calibrate(bt, shuffled), ref)
     _same(rcp_jax.calibrate(bt.iloc[rng.permutation(len(bt))], ans), ref, sort=True)
     _same(rcp_jax.calibrate(bt.astype({"doc_id": object}), shuffled.astype({"query_id": "category", "doc_id": "category"})), ref)
+
+
+def test_counts_in_blocks_of_queries_equal_the_general_path(tables, monkeypatch):
+    from rcp_jax.encoding import answers as module
+
+    bt, ans = tables
+    strip = {"doc_id": lambda t: t["doc_id"].str.split(":").str[1].astype("str")}
+    took = []
+    blocks = module._counts_by_blocks
+    monkeypatch.setattr(module, "_counts_by_blocks", lambda *a: took.append(blocks(*a) is not None) or blocks(*a))
+    # (BT rows, answers, BT rows per block, whether the blocks apply)
+    cases = [(bt, ans, 8, True), (bt, ans, 1 << 14, True),
+             (bt, ans[ans["query_id"] != ans["query_id"].iloc[0]], 8, True),  # a query with BT scores, no answers
+             (bt, ans.sample(frac=1.0, random_state=0), 8, False),  # answers not grouped by query
+             (bt.iloc[::-1].reset_index(drop=True), ans, 8, False),  # queries in another order
+             (bt.assign(**strip), ans.assign(**strip), 1, True),  # the same doc ids in every query: one per block
+             (bt.assign(**strip), ans.assign(**strip), 1 << 14, False),  # ... several queries in a block
+             (bt, ans.astype({"doc_id": object}), 8, False)]
+    for b, a, rows, in_blocks in cases:
+        monkeypatch.setattr(module, "BLOCK_BT_ROWS", rows)
+        took.clear()
+        got = _counts(b, a)
+        want_n, want_passes = _groupby_counts(b, a)
+        np.testing.assert_array_equal(got[0], want_n)
+        np.testing.assert_array_equal(got[1], want_passes)
+        assert took == [in_blocks]
+
+
+def test_blocks_leave_the_refusals_to_the_general_path(tables, monkeypatch):
+    from rcp_jax.encoding import answers as module
+
+    bt, ans = tables
+    monkeypatch.setattr(module, "BLOCK_BT_ROWS", 8)
+    q = bt["query_id"].iloc[-1]
+    twice = pd.concat([bt, bt[bt["query_id"] == q].iloc[:1]], ignore_index=True)  # still one run per query
+    with pytest.raises(rcp_jax.DataError, match=rf"document '{bt[bt.query_id == q].doc_id.iloc[0]}' of query '{q}' "
+                                                "has two BT scores"):
+        rcp_jax.calibrate(twice, ans)
+    orphan = ans.copy()
+    orphan.loc[len(ans) - 2, "doc_id"] = "nowhere"  # in the last block
+    with pytest.raises(rcp_jax.CalibrationError, match="'nowhere' .*have no BT score"):
+        rcp_jax.calibrate(bt, orphan)
