@@ -26,17 +26,12 @@ import argparse
 import os
 import pickle
 import statistics
-import sys
 import time
 import warnings
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 _parts: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
 _extra: dict[str, object] = {}

@@ -35,7 +35,7 @@ from rcp_jax.errors import DataError
 WINDOW_COLUMNS = ("query_id", "window_id", "doc_id", "score")
 
 #: Window rows per block (at least) of a table encoded in blocks of whole queries side by side.
-BLOCK_ROWS = 1 << 18
+BLOCK_ROWS = 1 << 19
 
 
 @dataclass(frozen=True)
