@@ -40,20 +40,16 @@ class BTFit:
     iterations: np.ndarray
 
 
-
 def _bucket_size(n: int, multiple: int = 16) -> int:
     return max(multiple, -(-n // multiple) * multiple)
-
 
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, int(n - 1).bit_length())
 
 
-
 def _prev_pow2(n: int) -> int:
     return 1 << max(0, int(n).bit_length() - 1)
-
 
 
 def _window_slots(n: int) -> int:
@@ -63,7 +59,6 @@ def _window_slots(n: int) -> int:
         return 8
     top = _prev_pow2(n)
     return next(m for m in (top, top * 5 // 4, top * 3 // 2, top * 7 // 4, 2 * top) if m >= n)
-
 
 
 #: Queries per compiled call on the per-query path (``chunk`` set, as on CPU): every call fits this many
@@ -79,17 +74,14 @@ MIN_SLOTS = 64
 #: largest window, and padded so, tables of 2- to 10-document windows share one compiled program per
 #: dtype (~2 s of XLA each) at no measurable cost for pools that small.
 SMALL_POOL_DOCS = 16
-
 SMALL_POOL_WIDTH = 10
-
 
 
 def _slot_bucket(n: int) -> int:
     """Windows per query of a call on the per-query path (``chunk = 1``): a power of two, at least
-    :data:`MIN_SLOTS`. Padding slots cost nothing there (:func:`_query_scatter` stops at a query's last
-    window), so a coarse bucket keeps refits with more windows on the same compiled program."""
+    :data:`MIN_SLOTS`. Padding slots cost nothing there (:func:`~models.bradley_terry.kernel._query_scatter` stops
+    at a query's last window), so a coarse bucket keeps refits with more windows on the same compiled program."""
     return max(MIN_SLOTS, _next_pow2(n))
-
 
 
 class _PaddedWindows:
@@ -122,7 +114,6 @@ class _PaddedWindows:
         di.reshape(-1, w)[at] = self.doc_index[src]
         sc.reshape(-1, w)[at] = self.scores[src]
         return di, sc
-
 
 
 def fit_windows(

@@ -43,7 +43,6 @@ def _components(linked: jax.Array, mask: jax.Array, degree: jax.Array | None = N
     return jnp.where(mask, labels, -1), roots.sum(axis=1)
 
 
-
 @jax.jit
 def connected_components(wins: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Connected components of each query's comparison graph.

@@ -17,7 +17,6 @@ def default_chunk(devices: Sequence[jax.Device]) -> int | None:
     return 1 if all(d.platform == "cpu" for d in devices) else None
 
 
-
 def _default_threads() -> int:
     """Workers of :func:`_run_blocks` by default: the CPUs this process may run on (its affinity mask where the
     OS has one, e.g. ``taskset`` or a container's cpuset), rounded down to a power of two, at most 8."""
@@ -28,7 +27,6 @@ def _default_threads() -> int:
     except AttributeError:  # not on Linux
         n = os.cpu_count() or 1
     return 1 << (max(1, min(n, 8)).bit_length() - 1)
-
 
 
 def _run_blocks(windows, m, ridge, tol, max_iter: int, block: int, chunk: int, threads: int | None):
@@ -65,7 +63,6 @@ def _run_blocks(windows, m, ridge, tol, max_iter: int, block: int, chunk: int, t
     return tuple(np.concatenate([np.asarray(o[i]) for o in outs]) for i in range(5))
 
 
-
 @lru_cache(maxsize=None)
 def _sharded_fit_block(devices: tuple, max_iter: int, chunk: int):
     """``_fit_queries`` mapped over a 1-D mesh of ``devices``: each device fits its own queries."""
@@ -78,7 +75,6 @@ def _sharded_fit_block(devices: tuple, max_iter: int, chunk: int):
         in_specs=(spec, spec, spec, P(), P()), out_specs=(spec,) * 5, check_vma=False,
     )
     return jax.jit(fun), mesh
-
 
 
 def _run_sharded(devs, di, sc, m, ridge, tol, np_dtype, max_iter: int, size: int, chunk: int):

@@ -36,9 +36,9 @@ def _fit_parts(both, anti, total, mask, ridge, tol, *, max_iter: int):
             jnp.full(q, iters, jnp.int32))
 
 
-
 def _fit_block(doc_index, scores, window_query, mask, ridge, tol, *, max_iter: int):
-    """Whole fit of one padded block of queries from its windows (traced; see :func:`fit_windows`).
+    """Whole fit of one padded block of queries from its windows (traced; see
+    :func:`~models.bradley_terry.batching.fit_windows`).
 
     Returns ``(theta, se, labels, n_components, iterations)``, the last broadcast to int[Q].
     """
@@ -47,11 +47,9 @@ def _fit_block(doc_index, scores, window_query, mask, ridge, tol, *, max_iter: i
     return _fit_parts(both, anti, total, mask, ridge, tol, max_iter=max_iter)
 
 
-
 #: Windows scattered per step of the per-query statistics loop (:func:`_query_scatter`): a query's padding
 #: slots beyond its last group of windows cost nothing, so the slot count of a call can be coarse.
 _WINDOW_GROUP = 16
-
 
 
 def _block_pairs(doc_index, scores, n_docs: int):
@@ -100,7 +98,6 @@ def _block_pairs(doc_index, scores, n_docs: int):
     return tuple(jnp.concatenate(x, axis=2).reshape(q, -1) for x in (cells, weights, nets)) + (total, used)
 
 
-
 def _query_scatter(flat, pw, net, used, n_docs: int, pairs: int):
     """``(both, anti)`` float[1, N, N] of ONE query from its rows of :func:`_block_pairs` (traced helper).
 
@@ -123,7 +120,6 @@ def _query_scatter(flat, pw, net, used, n_docs: int, pairs: int):
     upper_w = upper_w.reshape(1, n_docs, n_docs)
     upper_n = upper_n.reshape(1, n_docs, n_docs)
     return upper_w + jnp.swapaxes(upper_w, 1, 2), upper_n - jnp.swapaxes(upper_n, 1, 2)
-
 
 
 def _fit_queries(doc_index, scores, mask, ridge, tol, *, max_iter: int, chunk: int):
@@ -179,7 +175,6 @@ def _fit_queries(doc_index, scores, mask, ridge, tol, *, max_iter: int, chunk: i
     k = q // chunk
     out = jax.lax.map(one, (doc_index.reshape(k, chunk, v, w), scores.reshape(k, chunk, v, w), mask.reshape(k, chunk, n)))
     return tuple(o.reshape(q, *o.shape[2:]) for o in out)
-
 
 
 _fit_block_jit = jax.jit(_fit_queries, static_argnames=("max_iter", "chunk"))

@@ -35,7 +35,6 @@ def _cg_step(curv, diag, dinv, x, r, p, rz):
     return x, r, p, rz_new
 
 
-
 def _pcg(curv: jax.Array, diag: jax.Array, rhs: jax.Array, rtol, max_iter: int) -> jax.Array:
     """Solve ``(diag(diag) - curv) x = rhs`` for every query by Jacobi-preconditioned conjugate gradients.
 
@@ -61,7 +60,6 @@ def _pcg(curv: jax.Array, diag: jax.Array, rhs: jax.Array, rtol, max_iter: int) 
     return x
 
 
-
 def _cg_steps(curv: jax.Array, diag: jax.Array, rhs: jax.Array, steps: int) -> jax.Array:
     """``steps`` unrolled iterations of :func:`_pcg` from 0, without a stopping test (traced helper)."""
     dinv = 1.0 / diag
@@ -72,10 +70,8 @@ def _cg_steps(curv: jax.Array, diag: jax.Array, rhs: jax.Array, steps: int) -> j
     return state[0]
 
 
-
 def _cg_rtol(dtype) -> float:
     return float(np.sqrt(np.finfo(dtype).eps)) * 0.1
-
 
 
 def _log_odds_start(both: jax.Array, anti: jax.Array, ridge, *, with_degree: bool = False):
@@ -101,7 +97,6 @@ def _log_odds_start(both: jax.Array, anti: jax.Array, ridge, *, with_degree: boo
     return theta0, lf.sum(axis=2).astype(jnp.int32) - self_links
 
 
-
 _N_HALVINGS = 10
 
 #: Conjugate-gradient steps of the log-odds start (:func:`_log_odds_start`), unrolled, with no stopping test.
@@ -115,23 +110,22 @@ _START_STEPS = 6
 _ETA_MAX = 1e-3
 
 
-
 def _newton(both, net, theta0, ridge, tol, max_iter: int):
     """Damped Newton on normalised parts (traced helper). Returns ``(theta, iterations, grad, curv, diag)``.
 
     Each iteration solves every query's Newton system (:func:`_pcg`, to a relative residual of
     ``eta = clip(|d_(k-1)|^2, 0.1 sqrt(eps), _ETA_MAX)``: inexact only where that is nearly free) and evaluates loss,
-    gradient and curvatures at the full step in one pass (:func:`_sym_eval`); only when some query's full
-    step fails the Armijo test are the failing queries backtracked (halving, at most 10 times). A query
-    has converged when its largest step is below ``tol``, or when quadratic convergence is evident (the
-    step shrank at least 10x, the next step predicted from the last two, ``|d_k|^3 / |d_(k-1)|^2``, is below
-    ``tol``, and so is the error left by the inexact solve, ``eta |d_k|``): Newton's error after applying
-    step k is then below ``tol``, so one more iteration would only confirm it. Both tests need only the
-    step itself, so they are made before its trial point: a step that ends the iteration is applied in full
-    without evaluating loss and gradient there (near the optimum a Newton step that small passes the Armijo
-    test), and only the Hessian diagonal is refreshed for the standard errors (:func:`_sym_diag`). The returned ``grad`` and ``curv`` are then those of the
-    last evaluated point. All queries of the batch iterate together; :func:`fit_windows` batches one query
-    at a time on CPU, so each stops on its own.
+    gradient and curvatures at the full step in one pass (:func:`_sym_eval`); only when some query's full step fails
+    the Armijo test are the failing queries backtracked (halving, at most 10 times). A query has converged when its
+    largest step is below ``tol``, or when quadratic convergence is evident (the step shrank at least 10x, the next
+    step predicted from the last two, ``|d_k|^3 / |d_(k-1)|^2``, is below ``tol``, and so is the error left by the
+    inexact solve, ``eta |d_k|``): Newton's error after applying step k is then below ``tol``, so one more iteration
+    would only confirm it. Both tests need only the step itself, so they are made before its trial point: a step
+    that ends the iteration is applied in full without evaluating loss and gradient there (near the optimum a Newton
+    step that small passes the Armijo test), and only the Hessian diagonal is refreshed for the standard errors
+    (:func:`_sym_diag`). The returned ``grad`` and ``curv`` are then those of the last evaluated point. All queries
+    of the batch iterate together; :func:`~models.bradley_terry.batching.fit_windows` batches one query at a time on
+    CPU, so each stops on its own.
     """
     q, n = theta0.shape
     dtype = both.dtype
@@ -200,12 +194,10 @@ def _newton(both, net, theta0, ridge, tol, max_iter: int):
     return theta, iters, grad, curv, diag
 
 
-
 def _centre(theta, mask):
     theta = jnp.where(mask, theta, 0.0)
     mean = theta.sum(axis=1, keepdims=True) / jnp.maximum(mask.sum(axis=1, keepdims=True), 1)
     return jnp.where(mask, theta - mean, 0.0)
-
 
 
 @partial(jax.jit, static_argnames=("max_iter",))
@@ -215,7 +207,8 @@ def fit_map(
     """MAP Bradley-Terry scores of a padded batch of queries by damped Newton.
 
     Args:
-        wins: float[Q, N, N] soft win statistics (:func:`pair_statistics`); padded documents have zero
+        wins: float[Q, N, N] soft win statistics (:func:`~models.bradley_terry.objective.pair_statistics`); padded
+        documents have zero
             rows and columns.
         mask: bool[Q, N] real documents.
         ridge: L2 penalty lambda.

@@ -26,7 +26,6 @@ LABEL_CLIP = 0.01
 DEFAULT_RIDGE = 1e-4
 
 
-
 def _first(x: jax.Array) -> jax.Array:
     """Slot ``i`` of every window pair (slot i < slot j), ``[W, w] -> [W, w (w - 1) / 2]``, by static slices
     (no gather)."""
@@ -34,12 +33,10 @@ def _first(x: jax.Array) -> jax.Array:
     return jnp.concatenate([jnp.broadcast_to(x[:, i : i + 1], x[:, i + 1 :].shape) for i in range(w - 1)], 1)
 
 
-
 def _second(x: jax.Array) -> jax.Array:
     """Slot ``j`` of every window pair, in the order of :func:`_first`."""
     w = x.shape[1]
     return jnp.concatenate([x[:, i + 1 :] for i in range(w - 1)], 1)
-
 
 
 def _window_pairs(doc_index: jax.Array, scores: jax.Array, window_query: jax.Array):
@@ -58,7 +55,6 @@ def _window_pairs(doc_index: jax.Array, scores: jax.Array, window_query: jax.Arr
     a = jnp.where(ok, _first(doc_index), 0)
     b = jnp.where(ok, _second(doc_index), 0)
     return q.ravel(), a.ravel(), b.ravel(), pw.ravel(), p.ravel()
-
 
 
 @partial(jax.jit, static_argnames=("n_queries", "n_docs"))
@@ -89,7 +85,6 @@ def pair_statistics(
     wins = jnp.zeros((n_queries, n_docs, n_docs), scores.dtype)
     idx = (jnp.concatenate([q, q]), jnp.concatenate([a, b]), jnp.concatenate([b, a]))
     return wins.at[idx].add(values, mode="promise_in_bounds")
-
 
 
 @partial(jax.jit, static_argnums=(3, 4))
@@ -133,7 +128,6 @@ def _pair_parts(doc_index, scores, window_query, n_queries: int, n_docs: int):
     return upper_w + jnp.swapaxes(upper_w, 1, 2), upper_n - jnp.swapaxes(upper_n, 1, 2), total
 
 
-
 def loss(theta: jax.Array, wins: jax.Array, ridge: float = DEFAULT_RIDGE) -> jax.Array:
     """BT objective of each query: float[Q] from ``theta: float[Q, N]``, ``wins: float[Q, N, N]``."""
     total = jnp.maximum(wins.sum(axis=(1, 2)), jnp.finfo(wins.dtype).tiny)
@@ -142,12 +136,10 @@ def loss(theta: jax.Array, wins: jax.Array, ridge: float = DEFAULT_RIDGE) -> jax
     return nll + 0.5 * ridge * (theta**2).sum(axis=1)
 
 
-
 def _symmetric_parts(wins: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(W + W^T, W - W^T)`` of a win statistic, each float[Q, N, N]."""
     wt = jnp.swapaxes(wins, 1, 2)
     return wins + wt, wins - wt
-
 
 
 def _normalise(both: jax.Array, anti: jax.Array):
@@ -164,7 +156,6 @@ def _normalise(both: jax.Array, anti: jax.Array):
     return both, anti, anti.sum(axis=2), total
 
 
-
 def _sym_loss(theta: jax.Array, both: jax.Array, net: jax.Array, ridge) -> jax.Array:
     """:func:`loss` from the normalised parts: float[Q]."""
     ad = jnp.abs(theta[:, :, None] - theta[:, None, :])
@@ -172,7 +163,6 @@ def _sym_loss(theta: jax.Array, both: jax.Array, net: jax.Array, ridge) -> jax.A
     log_ss = -ad - 2.0 * jnp.log1p(jnp.exp(-ad))
     ridge_term = 0.5 * ridge * (theta**2).sum(axis=1)
     return -(0.25 * (both * log_ss).sum(axis=(1, 2)) + 0.5 * (theta * net).sum(axis=1)) + ridge_term
-
 
 
 def _sym_grad_curv(theta: jax.Array, both: jax.Array, net: jax.Array, ridge):
@@ -190,14 +180,12 @@ def _sym_grad_curv(theta: jax.Array, both: jax.Array, net: jax.Array, ridge):
     return grad, curv, curv.sum(axis=2) + ridge
 
 
-
 @jax.jit
 def _grad_hess(theta: jax.Array, wins: jax.Array, ridge: float):
     """Gradient float[Q, N] and dense Hessian float[Q, N, N] of :func:`loss` (for tests)."""
     both, _, net, _ = _normalise(*_symmetric_parts(wins))
     grad, curv, diag = _sym_grad_curv(theta, both, net, ridge)
     return grad, jnp.eye(theta.shape[1], dtype=theta.dtype) * diag[:, :, None] - curv
-
 
 
 def _sym_eval(theta: jax.Array, both: jax.Array, net: jax.Array, ridge, *, with_loss: bool = True):
@@ -222,13 +210,11 @@ def _sym_eval(theta: jax.Array, both: jax.Array, net: jax.Array, ridge, *, with_
     return f, grad, curv, curv.sum(axis=2) + ridge
 
 
-
 def _sym_diag(theta: jax.Array, both: jax.Array, ridge) -> jax.Array:
     """The Hessian diagonal float[Q, N] of :func:`_sym_eval` alone (its curvature arithmetic, no loss or gradient)."""
     e = jnp.exp(-jnp.abs(theta[:, :, None] - theta[:, None, :]))
     r = 1.0 / (1.0 + e)
     return (both * (e * r * r)).sum(axis=2) + ridge
-
 
 
 @jax.jit

@@ -23,7 +23,6 @@ from models.irt.items import DEFAULT_RIDGE, _SOFTPLUS_INV_ONE, item_parameters
 MAX_T_STEP = 1.0
 
 
-
 @dataclass(frozen=True)
 class CalibrationFit:
     """MAP of the 2PL calibration.
@@ -48,14 +47,13 @@ class CalibrationFit:
     converged: bool
 
 
-
 def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, n_damp, max_iter: int):
     """Levenberg-Marquardt Newton with exact, analytic Hessians and a Schur complement (traced helper).
 
     ``theta, passes, trials: float[Q, C, K]`` criterion-major cells (``theta`` and ``trials`` may be float[Q, 1, K]
     when they are the same for every criterion). Natural parameters per query are
     ``(gamma, beta, tau, alpha)``; their gradient and Hessian blocks are closed-form in the five
-    moments of :func:`_moments`, then carried to the raw parameters
+    moments of :func:`~models.irt.map_objective._moments`, then carried to the raw parameters
     ``(u, v, t, alpha)`` by the chain rule (``gamma = C softmax(u)``, ``beta = v - mean v``,
     ``tau = softplus(t)``). The shared 2C x 2C system is solved after eliminating every query's 2 x 2
     block, so an iteration costs O(cells + Q C^2). Each iteration makes one pass over the cells
@@ -123,7 +121,6 @@ def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, n_
     return (u, v, t, local[:, 1], f / total, iters, step <= tol, *item_parameters(u, v), jax.nn.softplus(t))
 
 
-
 #: Starting Levenberg-Marquardt damping of the 2PL calibration (relative to the largest item-Hessian diagonal).
 #: From the default start (tau 1, alpha 0, equal items) the undamped Newton step overshoots: with 1e-3 the
 #: first four trial points of the benchmark were rejected (each a full pass over the cells) before the
@@ -132,7 +129,6 @@ def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, n_
 _MU0 = 4.0
 
 _calibrate_newton = jax.jit(_calibrate_newton_impl, static_argnames=("max_iter",))
-
 
 
 def fit_2pl_calibration(
@@ -160,12 +156,12 @@ def fit_2pl_calibration(
     Returns:
         :class:`CalibrationFit` (float64 arrays).
 
-    ``cells`` may also come laid out already (:class:`CriterionMajorCells`, from :func:`criterion_major_cells`
-    with the same ``dtype`` and ``devices``): no float[Q, M] cells and no copy. The query count is padded
-    to a power of two, at least :data:`MIN_CAL_QUERIES` (from
-    :data:`FINE_QUERY_SLOTS` queries on, to :func:`_cell_slots`), and the cells per criterion to
-    :func:`_cell_slots`, so refits with other query counts reuse the compiled solver; padded queries and
-    cells carry no answers.
+    ``cells`` may also come laid out already (:class:`CriterionMajorCells`, from
+    :func:`~models.irt.cells.criterion_major_cells` with the same ``dtype`` and ``devices``): no float[Q, M] cells
+    and no copy. The query count is padded to a power of two, at least :data:`~models.irt.cells.MIN_CAL_QUERIES`
+    (from :data:`~models.irt.cells.FINE_QUERY_SLOTS` queries on, to :func:`~models.irt.cells._cell_slots`), and the
+    cells per criterion to :func:`~models.irt.cells._cell_slots`, so refits with other query counts reuse the
+    compiled solver; padded queries and cells carry no answers.
     """
     x64 = jnp.dtype(dtype) == jnp.float64
     if tol is None:

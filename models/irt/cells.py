@@ -33,7 +33,6 @@ class CalibrationCells:
     n_criteria: int
 
 
-
 @dataclass(frozen=True)
 class CriterionMajorCells:
     """Rubric answers already laid out for the compiled 2PL solve (:func:`criterion_major_cells`).
@@ -55,13 +54,12 @@ class CriterionMajorCells:
     n_criteria: int
 
 
-
 def calibration_cells(theta: np.ndarray, passes: np.ndarray, trials: np.ndarray) -> CalibrationCells:
     """Binomial cells of the 2PL calibration from per-document counts.
 
     Args:
         theta: float[Q, N] frozen BT scores.
-        passes, trials: float[Q, N, C] (:func:`collapse_placements`).
+        passes, trials: float[Q, N, C] (:func:`~models.irt.items.collapse_placements`).
 
     Returns:
         :class:`CalibrationCells` with M = N x C cells per query (documents without answers have
@@ -76,13 +74,11 @@ def calibration_cells(theta: np.ndarray, passes: np.ndarray, trials: np.ndarray)
     )
 
 
-
-#: Fewest queries and cells per criterion of a compiled 2PL calibration (:func:`fit_2pl_calibration`): the
-#: padding of a small fit costs little, and refits of other small collections reuse one program.
+#: Fewest queries and cells per criterion of a compiled 2PL calibration
+#: (:func:`~models.irt.calibration_fit.fit_2pl_calibration`): the padding of a small fit costs little, and refits of
+#: other small collections reuse one program.
 MIN_CAL_QUERIES = 64
-
 MIN_CAL_CELLS = 64
-
 
 
 def _cell_slots(k: int) -> int:
@@ -94,12 +90,10 @@ def _cell_slots(k: int) -> int:
     return next(m for m in (top, top * 5 // 4, top * 3 // 2, top * 7 // 4, 2 * top) if m >= k)
 
 
-
 #: From this many queries on, a 2PL calibration pads its query axis as it pads cells (:func:`_cell_slots`:
 #: 1, 1.25, 1.5 or 1.75 times a power of two) instead of to the next power of two: 10,000 queries run as
 #: 10,240, not 16,384. Smaller fits keep the coarse power-of-two shapes (no more compiled programs).
 FINE_QUERY_SLOTS = 4096
-
 
 
 def _query_slots(q: int, n_damp: int, n_dev: int) -> int:
@@ -110,13 +104,11 @@ def _query_slots(q: int, n_damp: int, n_dev: int) -> int:
     return -(-slots // n_dev) * n_dev
 
 
-
 def _damping_queries(q: int, n_dev: int) -> int:
     """The query count the damping of the per-query blocks divides by: the power of two >= ``q`` (at least
     the device count), a multiple of ``n_dev``."""
     n_damp = max(n_dev, 1 << max(0, int(q - 1).bit_length()))
     return -(-n_damp // n_dev) * n_dev
-
 
 
 def _criterion_major(
@@ -161,12 +153,12 @@ def _criterion_major(
     return out
 
 
-
 def criterion_major_cells(
     query: np.ndarray, slot: np.ndarray, theta: np.ndarray, passes: np.ndarray, trials: np.ndarray, n_queries: int,
     *, dtype=jnp.float32, devices=None,
 ) -> CriterionMajorCells:
-    """The criterion-major layout of :func:`fit_2pl_calibration` straight from per-document counts.
+    """The criterion-major layout of :func:`~models.irt.calibration_fit.fit_2pl_calibration` straight from
+    per-document counts.
 
     Args:
         query: int[n] query index of each document in ``[0, n_queries)``; slot: int[n] its position among the
@@ -198,7 +190,6 @@ def criterion_major_cells(
     by_doc[cell] = np.asarray(passes, dtype=np.float64)
     ps = np.ascontiguousarray(by_doc.reshape(q_pad, k_pad, c).transpose(0, 2, 1))
     return CriterionMajorCells(theta=th, passes=ps, trials=tr, n_queries=int(n_queries), n_criteria=c)
-
 
 
 def _padded_queries(x: np.ndarray, q_pad: int, dtype) -> np.ndarray:

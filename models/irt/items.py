@@ -20,11 +20,9 @@ ALPHA_PRIOR_SD = 2.0
 _SOFTPLUS_INV_ONE = float(np.log(np.expm1(1.0)))
 
 
-
 def _binomial_nll(logit: jax.Array, passes: jax.Array, trials: jax.Array) -> jax.Array:
     """Negative log-likelihood of ``passes`` out of ``trials`` (no binomial coefficient)."""
     return -(passes * jax.nn.log_sigmoid(logit) + (trials - passes) * jax.nn.log_sigmoid(-logit))
-
 
 
 @jax.jit
@@ -32,7 +30,6 @@ def item_parameters(u: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``gamma = C softmax(u)`` (sums to C) and ``beta = v - mean(v)``, each float[C]."""
     c = u.shape[-1]
     return c * jax.nn.softmax(u, axis=-1), v - v.mean(axis=-1, keepdims=True)
-
 
 
 def collapse_placements(

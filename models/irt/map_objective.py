@@ -23,10 +23,10 @@ from models.irt.items import ALPHA_PRIOR_SD, DEFAULT_RIDGE, TAU_PRIOR_SD, _binom
 
 @jax.jit
 def calibration_objective(u, v, t, alpha, theta, criterion, passes, trials, ridge=DEFAULT_RIDGE):
-    """The MAP objective (mean scale) of the 2PL calibration; arrays as in :class:`CalibrationCells`."""
+    """The MAP objective (mean scale) of the 2PL calibration; arrays as in
+    :class:`~models.irt.cells.CalibrationCells`."""
     total = trials.sum()
     return _sum_objective(u, v, t, alpha, theta, criterion, passes, trials, ridge, total) / total
-
 
 
 def _query_terms(u, v, local, theta, criterion, passes, trials):
@@ -41,14 +41,12 @@ def _query_terms(u, v, local, theta, criterion, passes, trials):
     return nll + jnp.where(has_data, prior, 0.0)
 
 
-
 def _sum_objective(u, v, t, alpha, theta, criterion, passes, trials, ridge, total):
     local = jnp.stack([t, alpha], axis=1)
     per_query = jax.vmap(_query_terms, in_axes=(None, None, 0, 0, 0, 0, 0))(
         u, v, local, theta, criterion, passes, trials
     )
     return per_query.sum() + 0.5 * ridge * total * ((u**2).sum() + (v**2).sum())
-
 
 
 def _moments(u, v, t, alpha, theta, passes, trials):
@@ -70,7 +68,6 @@ def _moments(u, v, t, alpha, theta, passes, trials):
     return jnp.stack([l1.sum(-1), (l1 * theta).sum(-1), l2.sum(-1), (l2 * theta).sum(-1), (l2 * theta * theta).sum(-1)])
 
 
-
 def _cm_objective(u, v, t, alpha, theta, passes, trials, has_data, ridge, total):
     """The MAP objective on the sum scale from criterion-major cells (traced helper): the plain reference form
     of the objective half of :func:`_cm_eval`, which the solver calls; the tests differentiate this one."""
@@ -80,7 +77,6 @@ def _cm_objective(u, v, t, alpha, theta, passes, trials, has_data, ridge, total)
     nll = _binomial_nll(z, passes, trials).sum()
     prior = jnp.where(has_data, (tau - 1.0) ** 2 / (2 * TAU_PRIOR_SD**2) + alpha**2 / (2 * ALPHA_PRIOR_SD**2), 0.0)
     return nll + prior.sum() + 0.5 * ridge * total * ((u**2).sum() + (v**2).sum())
-
 
 
 def _cm_eval(u, v, t, alpha, theta, passes, trials, has_data, ridge, total):
@@ -111,7 +107,6 @@ def _cm_eval(u, v, t, alpha, theta, passes, trials, has_data, ridge, total):
     return f, moments
 
 
-
 def _cell_totals(passes, trials):
     """``(total answers, has_data bool[Q])`` of criterion-major cells; ``trials`` float[Q, C, K] or float[Q, 1, K]
     (the same for every criterion of ``passes`` float[Q, C, K])."""
@@ -119,11 +114,10 @@ def _cell_totals(passes, trials):
     return per_query.sum() * (passes.shape[1] // trials.shape[1]), per_query > 0
 
 
-
 def _calibration_derivs(s, local, theta, passes, trials, ridge):
     """Closed-form gradient and Hessian blocks of the calibration objective (sum scale); see
-    :func:`_calibrate_newton_impl`. Returns ``(g_s [2C], g_l [Q, 2], h_ss [2C, 2C], h_ls [Q, 2, 2C],
-    h_ll [Q, 2, 2])`` with ``s = (u, v)`` and ``local[:, 0] = t``, ``local[:, 1] = alpha``.
+    :func:`~models.irt.calibration_fit._calibrate_newton_impl`. Returns ``(g_s [2C], g_l [Q, 2], h_ss [2C, 2C],
+    h_ls [Q, 2, 2C], h_ll [Q, 2, 2])`` with ``s = (u, v)`` and ``local[:, 0] = t``, ``local[:, 1] = alpha``.
 
     The solver takes the moments from :func:`_cm_eval` and calls :func:`_derivs_from_moments` directly; this
     entry point (moments by :func:`_moments`) is what the tests compare with autodiff.
@@ -132,7 +126,6 @@ def _calibration_derivs(s, local, theta, passes, trials, ridge):
     total, has_data = _cell_totals(passes, trials)
     moments = _moments(s[:c], s[c:], local[:, 0], local[:, 1], theta, passes, trials)
     return _derivs_from_moments(s, local, moments, has_data, ridge, total)
-
 
 
 def _derivs_from_moments(s, local, moments, has_data, ridge, total):

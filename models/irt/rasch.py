@@ -20,7 +20,6 @@ def _rasch_objective(y, passes, trials, ridge):
     return _binomial_nll(logit, passes, trials).sum() / total + 0.5 * ridge * ((theta**2).sum() + (v**2).sum())
 
 
-
 def fit_rasch(
     passes: np.ndarray, trials: np.ndarray, *, ridge: float = DEFAULT_RIDGE, dtype=jnp.float32, max_iter: int = 100
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,6 @@ from models._newton import lm_newton
 RUBRIC_ONLY_RIDGE = 1e-7
 
 
-
 @dataclass(frozen=True)
 class RubricOnlyFit:
     """Marginal-ML 2PL without a tournament.
@@ -42,14 +41,12 @@ class RubricOnlyFit:
     converged: bool
 
 
-
 def quadrature_grid(n_points: int = 561, lo: float = -18.0, hi: float = 10.0) -> tuple[np.ndarray, np.ndarray]:
     """Grid nodes float64[G] and log weights float64[G] of N(0, 1), normalised to sum 1."""
     nodes = np.linspace(lo, hi, n_points)
     logw = -0.5 * nodes**2
     logw -= np.logaddexp.reduce(logw)
     return nodes, logw
-
 
 
 def _grid_loglik(y, passes, trials, nodes, c):
@@ -60,14 +57,12 @@ def _grid_loglik(y, passes, trials, nodes, c):
     return ll
 
 
-
 def _rubric_only_objective(y, passes, trials, count, nodes, logw, ridge):
     """Mean-scale negative marginal log-likelihood over distinct answer rows, each with its ``count``."""
     c = passes.shape[1]
     ll = _grid_loglik(y, passes, trials, nodes, c) + logw[None, :]
     marginal = (count * jax.scipy.special.logsumexp(ll, axis=1)).sum()
     return -marginal / jnp.maximum((count * trials.sum(axis=1)).sum(), 1.0) + 0.5 * ridge * (y**2).sum()
-
 
 
 def _rubric_only_derivs(y, passes, trials, count, nodes, logw, ridge):
@@ -128,7 +123,6 @@ def _rubric_only_derivs(y, passes, trials, count, nodes, logw, ridge):
     return -(d * grad) / total + ridge * y, -hess_y / total + ridge * eye
 
 
-
 @jax.jit
 def _rubric_only_summary(y, passes, trials, count, nodes, logw):
     """Discriminations ``exp(y[:C])``, difficulties, EAP abilities and SDs per distinct row and the marginal
@@ -142,7 +136,6 @@ def _rubric_only_summary(y, passes, trials, count, nodes, logw):
     sd = jnp.sqrt(jnp.maximum(post @ nodes**2 - mean**2, 0.0))
     loglik = (count * jax.scipy.special.logsumexp(ll, axis=1)).sum()
     return jnp.exp(y[:c]), y[c:], mean, sd, loglik
-
 
 
 def _distinct_rows(passes: np.ndarray, trials: np.ndarray, multiple: int = 64):
@@ -170,7 +163,6 @@ def _distinct_rows(passes: np.ndarray, trials: np.ndarray, multiple: int = 64):
     count[:n] = counts
     c = passes.shape[1]
     return pad[:, :c], pad[:, c:], count, np.asarray(inverse).reshape(-1)
-
 
 
 def fit_rubric_only(
