@@ -1,11 +1,11 @@
-"""Where ``models.bradley_terry.fit_windows`` spends its time (issue 20), optionally A/B against another copy.
+"""Where ``models.bradley_terry.fit_windows`` spends its time, optionally A/B against another copy.
 
 For each size (the benchmark collection of :mod:`benchmarks._common`: 150 documents, 216 windows of 10 per
 query) prints:
 
 * ``fit_windows`` wall and process CPU (medians of ``--repeats`` warm calls, default threads and one
-  thread), interleaved with ``--base`` (a path to another ``bradley_terry.py``, e.g. one written by
-  ``git show 6a49ac3:models/bradley_terry.py > /tmp/bt_base.py``) when given, with the largest |theta|
+  thread), interleaved with ``--base`` (a path to a one-module ``bradley_terry.py`` of before the split
+  into ``models/bradley_terry/``, e.g. ``git show 9c2673e:models/bradley_terry.py > /tmp/bt_base.py``) when given, with the largest |theta|
   difference and both iteration histograms;
 * the host time outside the compiled calls (``fit_windows`` minus ``_run_blocks``);
 * per query, CPU microseconds of the compiled stages on one 64-query block run on one thread: the pair
@@ -21,14 +21,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C  # noqa: E402  (benchmarks/, the script's folder, is on the path of a script)
 
 
 def _load(path: str):
@@ -49,7 +46,8 @@ def _median_timing(fun, repeats: int):
 
 
 def stage_costs(bt, data: dict, queries: int = 64, repeats: int = 7) -> dict:
-    """CPU microseconds per query of the compiled stages (one block of ``queries``, one thread)."""
+    """CPU microseconds per query of the compiled stages (one block of ``queries``, one thread); ``bt`` is the
+    module of the compiled kernel (``models.bradley_terry.kernel``, or a one-module copy)."""
     import jax
 
     n, v, w = 160, 256, data["window_docs"].shape[1]
@@ -90,7 +88,8 @@ def stage_costs(bt, data: dict, queries: int = 64, repeats: int = 7) -> dict:
 
 
 def host_time(bt, args, repeats: int) -> float:
-    """Median wall seconds of ``fit_windows`` outside its compiled calls (``_run_blocks``)."""
+    """Median wall seconds of ``fit_windows`` outside its compiled calls (``_run_blocks``); ``bt`` is the module
+    of ``fit_windows`` (``models.bradley_terry.batching``, or a one-module copy)."""
     inner = bt._run_blocks
     spent = []
 
@@ -121,28 +120,29 @@ def main(argv=None) -> None:
     parser.add_argument("--base", default=None, help="path of another bradley_terry.py to time beside this one (default: none)")
     args = parser.parse_args(argv)
 
-    from models import bradley_terry as new
+    from models.bradley_terry import batching, kernel
 
-    mods = {"new": new}
+    mods = {"new": (kernel, batching)}  # (the kernel's module, fit_windows' module)
     if args.base:
-        mods["base"] = _load(args.base)
+        base = _load(args.base)
+        mods["base"] = (base, base)
     print(f"load average before: {tuple(round(x, 2) for x in os.getloadavg())}")
     for size in args.sizes:
         data = C.collection(size)
         fit_args = (data["window_docs"].astype(np.int32), data["window_scores"], data["window_query"], data["n_docs"])
-        fits = {name: mod.fit_windows(*fit_args) for name, mod in mods.items()}  # warm up (compiles)
+        fits = {name: mod.fit_windows(*fit_args) for name, (_, mod) in mods.items()}  # warm up (compiles)
         timings = {name: {"default": [], "1 thread": []} for name in mods}
         for _ in range(args.repeats):  # interleaved A/B
-            for name, mod in mods.items():
+            for name, (_, mod) in mods.items():
                 timings[name]["default"].append(_median_timing(lambda: mod.fit_windows(*fit_args), 1))
                 timings[name]["1 thread"].append(_median_timing(lambda: mod.fit_windows(*fit_args, threads=1), 1))
-        for name, mod in mods.items():
+        for name, (kernel_mod, mod) in mods.items():
             row = {k: tuple(round(float(x), 3) for x in np.median(np.array(v), axis=0)) for k, v in timings[name].items()}
             print(f"{size} queries [{name}] fit_windows wall/CPU s: {row['default']} (1 thread {row['1 thread']}); "
                   f"iterations {np.bincount(fits[name].iterations).tolist()}; host outside compiled calls "
                   f"{host_time(mod, fit_args, args.repeats):.3f} s")
             if size <= 1000:
-                print(f"    per-query CPU us (64-query block, 1 thread): {stage_costs(mod, data)}")
+                print(f"    per-query CPU us (64-query block, 1 thread): {stage_costs(kernel_mod, data)}")
         if "base" in fits:
             print(f"    max |theta new - base| {np.abs(fits['new'].theta - fits['base'].theta).max():.2e}")
     print(f"load average after: {tuple(round(x, 2) for x in os.getloadavg())}")

@@ -30,14 +30,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C  # (benchmarks/, the script's folder, is on the path of a script)
 
 RIDGE = 1e-7  # models.irt.RUBRIC_ONLY_RIDGE, the default of fit_rubric_only (scipy gets the same objective)
 
@@ -72,8 +70,9 @@ def scipy_fit(passes, trials):
     from scipy.special import expit, log_expit, logsumexp, softmax
 
     from models import irt
+    from models.irt.rubric_only import _distinct_rows
 
-    up, ut, count, _ = irt._distinct_rows(passes, trials)
+    up, ut, count, _ = _distinct_rows(passes, trials)
     keep = count > 0
     up, ut, count = up[keep], ut[keep], count[keep]
     nodes, logw = irt.quadrature_grid()

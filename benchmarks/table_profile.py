@@ -1,15 +1,14 @@
-"""Issue 20: where the public BT + 2PL calls spend their time, part by part (table work vs kernels).
+"""Where the public BT + 2PL calls spend their time, part by part (table work vs kernels).
 
 Times warm calls of ``rcp_jax.fit_bradley_terry(window_scores)`` and ``rcp_jax.calibrate(bt, answers)`` on the
 benchmark tables of :mod:`benchmarks.public_api_speed` (string ids, 150 documents and 216 windows of 10 per
 query) and splits them into parts by wrapping the functions they call (wall and process CPU seconds per
 part, summed over a call, medians over ``--repeats``):
 
-* public BT: ``encode`` (``encode_window_scores``, summed over the chunks of the pipelined fit), ``encode
-  alone`` (wall time of encoding with no ``fit_windows`` call running: the part the pipeline does not hide),
-  ``bt kernel`` (``fit_windows``) and the rest (wall minus encode and kernel: the output frame; negative when
+* public BT: ``encode`` (``encode_window_scores``), ``encode alone`` (wall time of encoding with no
+  ``fit_windows`` call running), ``bt kernel`` (``fit_windows``) and the rest (wall minus encode and kernel: the output frame; negative when
   the two overlap). The CPU of a part is the process's, so it includes threads running beside it;
-* ``calibrate``: ``validate`` (``validate_answers``), ``lookup`` (id codes and positions), ``cells``
+* ``calibrate``: ``validate`` (``validate_answers``), ``lookup`` (``answer_counts``: answers matched to BT rows and counted), ``cells``
   (``calibration_cells`` or ``criterion_major_cells``), ``2pl layout`` (``_criterion_major``), ``2pl compiled`` (the compiled Newton
   solve, blocked until ready; ``iterations`` beside it), ``2pl host`` (the rest of ``fit_2pl_calibration``),
   ``flags`` and the rest (frames, gains).
@@ -27,17 +26,12 @@ import argparse
 import os
 import pickle
 import statistics
-import sys
 import time
 import warnings
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 _parts: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
 _extra: dict[str, object] = {}
@@ -67,21 +61,19 @@ def _wrap(module, name: str, label: str, block: bool = False) -> None:
 def _instrument() -> None:
     import models.bradley_terry as bt_mod
     import models.irt as irt
+    import models.irt.calibration_fit as irt_fit
     import rcp_jax.calibration as cal
     import rcp_jax.tournament as tour
 
-    # the body, so that the chunks of the pipelined public fit are counted too (their kernel work runs beside)
-    _wrap(tour, "_encode_window_scores", "encode")
+    _wrap(tour, "encode_window_scores", "encode")
     _wrap(bt_mod, "fit_windows", "bt kernel")
     _wrap(cal, "validate_answers", "validate")
-    for name in ("run_codes", "id_codes", "id_positions"):
-        if hasattr(cal, name):
-            _wrap(cal, name, "lookup")
+    _wrap(cal, "answer_counts", "lookup")
     _wrap(irt, "calibration_cells", "cells")
     if hasattr(irt, "criterion_major_cells"):
         _wrap(irt, "criterion_major_cells", "cells")
-    _wrap(irt, "_criterion_major", "2pl layout")
-    _wrap(irt, "_calibrate_newton", "2pl compiled", block=True)
+    _wrap(irt_fit, "_criterion_major", "2pl layout")
+    _wrap(irt_fit, "_calibrate_newton", "2pl compiled", block=True)
     _wrap(irt, "fit_2pl_calibration", "2pl fit")
     if hasattr(cal, "_flags_by_code"):
         _wrap(cal, "_flags_by_code", "flags")

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from models import irt
+from models.irt.items import _SOFTPLUS_INV_ONE, _binomial_nll
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def _sum_objective(y, query, theta, criterion, judge, passes, trials, ridge, *, 
     delta = d - d.mean()
     lam = jnp.exp(l - l.mean())
     logit = lam[judge] * gamma[criterion] * (tau[query] * theta + a[query] - beta[criterion] - delta[judge])
-    nll = irt._binomial_nll(logit, passes, trials).sum()
+    nll = _binomial_nll(logit, passes, trials).sum()
     has_data = jax.ops.segment_sum(trials, query, num_segments=q) > 0
     prior = (tau - 1.0) ** 2 / (2 * irt.TAU_PRIOR_SD**2) + a**2 / (2 * irt.ALPHA_PRIOR_SD**2)
     total = trials.sum()
@@ -214,7 +215,7 @@ def fit_pooled_judges(
     """
     c, q, k = cells.n_criteria, cells.n_queries, cells.n_judges
     if init is None:
-        u0, v0, t0, a0 = np.zeros(c), np.zeros(c), np.full(q, irt._SOFTPLUS_INV_ONE), np.zeros(q)
+        u0, v0, t0, a0 = np.zeros(c), np.zeros(c), np.full(q, _SOFTPLUS_INV_ONE), np.zeros(q)
     else:
         u0, v0, t0, a0 = init.u, init.v, init.t, init.alpha
     parts = [u0, v0, t0, a0, np.zeros(k)] + ([np.zeros(k)] if fit_scale else [])

@@ -11,10 +11,8 @@ import numpy as np
 import pandas as pd
 
 from models import irt
-from rcp_jax.data import table_checks as _checks
-from rcp_jax.data.table_checks import (
-    arrow_ids, chunk_bounds, id_codes, id_positions, order_by_code_and_id, run_heads,
-)
+from rcp_jax.encoding.answers import answer_counts
+from rcp_jax.encoding.ids import codes_at, id_codes, order_by_code_and_id, run_starts
 from rcp_jax.errors import CalibrationError, DataError
 from rcp_jax.metrics import gain
 
@@ -126,163 +124,13 @@ class Calibration:
 
 
 def _placement_counts(answers: pd.DataFrame, crit: list[str]) -> pd.DataFrame:
+    """``query_id, doc_id, C1_pass..CK_pass, placements`` per placed document (in order of first appearance)."""
     agg = answers.groupby(["query_id", "doc_id"], sort=False)[crit].agg(["sum", "count"])
     out = pd.DataFrame(index=agg.index)
     for c in crit:
         out[f"{c}_pass"] = agg[(c, "sum")].astype(np.float64)
     out["placements"] = agg[(crit[0], "count")].astype(np.float64)
     return out.reset_index()
-
-
-def _bt_rows(bt_q: np.ndarray, bt_d: np.ndarray, n_d: int):
-    """A lookup from (query code, document code) int[m] pairs to the BT row int[m] (-1: no such row), or None
-    when some (query, document) has two BT rows. ``bt_q``, ``bt_d`` int[n] are the codes of the BT rows."""
-    n = len(bt_q)
-    if n == 0:
-        return lambda q, d: np.full(len(q), -1, dtype=np.int64)
-    if n_d == n:  # every document id once: the id finds the row, the query is checked
-        row_of_d = np.empty(n, dtype=np.int64)
-        row_of_d[bt_d] = np.arange(n)
-
-        def by_doc(q: np.ndarray, d: np.ndarray) -> np.ndarray:
-            row = row_of_d[d]
-            return np.where((d >= 0) & (bt_q[row] == q), row, -1)
-
-        return by_doc
-    index = pd.Index(bt_q * n_d + bt_d)
-    if not index.is_unique:
-        return None
-
-    def by_pair(q: np.ndarray, d: np.ndarray) -> np.ndarray:
-        known = (q >= 0) & (d >= 0)
-        return np.where(known, index.get_indexer(np.where(known, q * n_d + d, -1)), -1)
-
-    return by_pair
-
-
-def _counts_by_codes(bt: pd.DataFrame, bt_q: np.ndarray, q_names: pd.Index, ans: pd.DataFrame, crit: list[str]):
-    """``(placements float64[n], passes float64[n, K])`` of the BT rows from the answers, through integer codes
-    of every id (any table); refuses two BT scores of one document and answers without a BT score."""
-    n_bt = len(bt)
-    bt_d, d_names = id_codes(bt["doc_id"])
-    bt_row = _bt_rows(bt_q, bt_d, len(d_names))
-    if bt_row is None:
-        row = bt.loc[bt.duplicated(["query_id", "doc_id"])].iloc[0]
-        raise DataError(f"document {row.doc_id!r} of query {row.query_id!r} has two BT scores; keep one")
-
-    # each answer's BT row (-1: none), through the distinct answer ids
-    q_of = id_positions(ans["query_id"], q_names, runs=True)
-    d_of = id_positions(ans["doc_id"], d_names)
-    a_row = bt_row(q_of, d_of)
-    if (a_row < 0).any():
-        counts = _placement_counts(ans, crit)
-        merged = counts.merge(bt, on=["query_id", "doc_id"], how="left", indicator=True)
-        orphan = merged["_merge"] == "left_only"
-        row = merged.loc[orphan].iloc[0]
-        raise CalibrationError(
-            f"rubric answers for document {row.doc_id!r} of query {row.query_id!r} have no BT score "
-            f"({int(orphan.sum())} such documents); the answers and the tournament must cover the same "
-            f"query and document ids"
-        )
-    placements = np.bincount(a_row, minlength=n_bt).astype(np.float64)
-    pass_counts = np.stack([np.bincount(a_row, weights=ans[c].to_numpy(), minlength=n_bt) for c in crit], axis=1)
-    return placements, pass_counts
-
-
-def _counts_by_chunks(bt: pd.DataFrame, bt_heads: np.ndarray, n_q: int, ans: pd.DataFrame, crit: list[str],
-                      q_names: pd.Index):
-    """:func:`_counts_by_codes` for the usual tables, in chunks of whole queries that stay in cache, or None
-    (then the general path decides, and refuses what is wrong).
-
-    Applies when each query's BT rows are one run (``bt_heads`` int[n_q]: their first rows, queries numbered
-    in that order), the answers come in runs of query ids in the same order (queries without answers
-    skipped), the id columns are arrow strings, and within a chunk of queries no document id has two BT
-    rows. Then an answer's BT row is found by its document id among its chunk's BT rows (one pyarrow
-    ``dictionary_encode`` of the chunk's BT ids followed by its answer ids, on the id thread pool: a hash table
-    of ~16 k ids, not one of every id) and checked to belong to its query (per run of the query's answers:
-    the smallest and largest BT row), and the counts are bincounts over the chunk's rows (the 0/1 answers of
-    up to 5 criteria packed into one number: one weighted bincount for all of them). Any answer not found
-    so returns None.
-    """
-    n_bt = len(bt)
-    bt_doc, ans_doc, ans_query = arrow_ids(bt["doc_id"]), arrow_ids(ans["doc_id"]), ans["query_id"]
-    if len(bt_heads) != n_q or bt_doc is None or ans_doc is None or bt_doc.type != ans_doc.type or not len(ans):
-        return None
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    a_heads = np.flatnonzero(run_heads(ans_query, split=True))
-    a_q = id_positions(ans_query.take(a_heads), q_names)
-    if (a_q < 0).any() or (np.diff(a_q) <= 0).any():  # an unknown query, or queries not in the BT order
-        return None
-    a_ends = np.append(a_heads[1:], len(ans))
-    bt_ends = np.append(bt_heads[1:], n_bt)
-    values = [ans[c].to_numpy() for c in crit]
-    placements = np.zeros(n_bt)
-    pass_counts = np.zeros((n_bt, len(crit)))
-    q_bounds = np.searchsorted(bt_heads, chunk_bounds(bt_heads, n_bt, max(_checks.CHUNK_ROWS // 8, 1)))
-
-    def lookup(q0: int, q1: int):
-        """``(lo, hi, r0, r1, pos, packed)``: the chunk's BT rows, its answer rows, each answer's BT row from
-        ``lo`` and the answers packed for one bincount (:func:`_packed_answers`); ``lo`` is None when the chunk
-        has no answers; None when the chunk cannot be matched so."""
-        lo, hi = int(bt_heads[q0]), int(bt_ends[q1 - 1])
-        m = hi - lo
-        docs = bt_doc.slice(lo, m)
-        j0, j1 = np.searchsorted(a_q, [q0, q1])
-        if j0 == j1:  # no answers: only the ids are checked
-            return (None,) * 6 if pc.count_distinct(docs).as_py() == m else None
-        r0, r1 = int(a_heads[j0]), int(a_ends[j1 - 1])
-        # one hash pass over the chunk's BT ids, then its answer ids: codes by first appearance, so the BT ids
-        # are distinct when they get 0..m-1, and an answer's code is its BT row (from lo) when below m
-        codes = pc.dictionary_encode(pa.concat_arrays([docs, ans_doc.slice(r0, r1 - r0)])).indices.to_numpy()
-        if not np.array_equal(codes[:m], np.arange(m, dtype=codes.dtype)):  # an id twice: shared, or two scores
-            return None
-        pos = codes[m:]
-        # each run of a query's answers must land in that query's BT rows (a document of another query: None)
-        runs = a_heads[j0:j1] - r0
-        q_run = a_q[j0:j1]
-        if not (np.all(np.minimum.reduceat(pos, runs) >= bt_heads[q_run] - lo)
-                and np.all(np.maximum.reduceat(pos, runs) < bt_ends[q_run] - lo)):
-            return None
-        return lo, hi, r0, r1, pos, _packed_answers(values, r0, r1)
-
-    # pyarrow hashes without the GIL: the chunks are matched on the id pool, counted here in order
-    jobs = [_checks.id_pool().submit(lookup, int(q0), int(q1)) for q0, q1 in zip(q_bounds[:-1], q_bounds[1:])]
-    for job in jobs:  # counted as they come (beside the later chunks' matching)
-        found = job.result()
-        if found is None:
-            return None
-        lo, hi, r0, r1, pos, packed = found
-        if lo is None:
-            continue
-        counts = np.bincount(pos, minlength=hi - lo)
-        placements[lo:hi] = counts
-        if packed is not None and (not len(counts) or counts.max() < 1 << _PASS_BITS):  # one bincount, exact
-            total = np.bincount(pos, weights=packed, minlength=hi - lo).astype(np.int64)
-            for c in range(len(values)):
-                pass_counts[lo:hi, c] = (total >> (_PASS_BITS * c)) & ((1 << _PASS_BITS) - 1)
-            continue
-        for c, v in enumerate(values):
-            pass_counts[lo:hi, c] = np.bincount(pos, weights=v[r0:r1], minlength=hi - lo)
-    return placements, pass_counts
-
-
-#: Bits per criterion of :func:`_packed_answers`: a document's count of "yes" stays exact below 2**10 placements.
-_PASS_BITS = 10
-
-
-def _packed_answers(values: list[np.ndarray], r0: int, r1: int) -> np.ndarray | None:
-    """float64[r1 - r0]: the 0/1 answers of rows ``r0:r1`` of every criterion (``values`` int8[n] each) packed
-    into one number, criterion ``c`` at bit ``10 c``, or None with more than 5 criteria. Summed by one
-    weighted bincount they give every criterion's count at once, exactly (whole numbers below 2**53), while a
-    document has fewer than 1,024 placements (each field below 2**10)."""
-    if len(values) > 5:
-        return None
-    packed = values[0][r0:r1].astype(np.int64)
-    for c in range(1, len(values)):
-        packed |= values[c][r0:r1].astype(np.int64) << (_PASS_BITS * c)
-    return packed.astype(np.float64)
 
 
 def calibrate(
@@ -325,17 +173,12 @@ def calibrate(
     if not np.isfinite(bt["theta"].to_numpy(dtype=np.float64)).all():
         row = bt.loc[~np.isfinite(bt["theta"].to_numpy(dtype=np.float64))].iloc[0]
         raise DataError(f"BT score of document {row.doc_id!r} in query {row.query_id!r} is not finite")
-    # ids as integer codes: queries in order of first appearance (bt_q); answers matched to BT rows by chunks
-    # of whole queries (the usual tables) or by codes of every id
+    # ids as integer codes: queries in order of first appearance (bt_q); answers matched to BT rows by codes
     n_bt, k = len(bt), len(crit)
-    bt_heads = np.flatnonzero(run_heads(bt["query_id"]))
-    head_q, q_names = id_codes(bt["query_id"].take(bt_heads))
-    bt_q = np.repeat(head_q, np.diff(np.append(bt_heads, n_bt)))
-    counts = _counts_by_chunks(bt, bt_heads, len(q_names), ans, crit, q_names)
-    if counts is None:
-        placements, pass_counts = _counts_by_codes(bt, bt_q, q_names, ans, crit)
-    else:
-        placements, pass_counts = counts
+    bt_starts = run_starts(bt["query_id"])
+    head_q, q_names = codes_at(bt["query_id"], bt_starts)
+    bt_q = np.repeat(head_q, np.diff(np.append(bt_starts, n_bt)))
+    placements, pass_counts = answer_counts(bt, bt_starts, bt_q, q_names, ans, crit)
     q_all = [str(q) for q in q_names.tolist()]
     answered = np.bincount(bt_q[placements > 0], minlength=len(q_all)) > 0
     uncal = [q for q, a in zip(q_all, answered) if not a]

@@ -11,9 +11,6 @@ the padding that makes it so changes no estimate.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,10 +18,12 @@ import pytest
 
 from models import bradley_terry as bt
 from models import irt
+from models._newton import lm_newton
+from models.bradley_terry import batching as bt_batching
+from models.bradley_terry import kernel as bt_kernel
+from models.irt import calibration_fit as irt_calibration_fit
 from models.simulate import simulate_judgements
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_bradley_terry import scipy_bt  # noqa: E402  (the objective written pair by pair, minimised in float64)
+from tests.helpers.bt_reference import scipy_bt  # the objective written pair by pair, minimised in float64
 
 
 @pytest.fixture(scope="module")
@@ -43,16 +42,16 @@ def test_bt_refits_with_other_query_and_window_counts_reuse_one_program(sims):
     small, large = sims
     assert np.bincount(small.window_query).max() <= 8 and np.bincount(large.window_query).min() >= 20
     first = _fit(large, chunk=1)
-    size = bt._fit_block_jit._cache_size()
+    size = bt_kernel._fit_block_jit._cache_size()
     again = _fit(small, chunk=1)
-    assert bt._fit_block_jit._cache_size() == size
+    assert bt_kernel._fit_block_jit._cache_size() == size
     assert np.isfinite(again.theta).all() and np.isfinite(first.theta).all()
     # a query's fit does not depend on the other queries of its call (nor on its row in the block)
     q = 4
     keep = large.window_query == q
     alone = bt.fit_windows(large.window_docs[keep], large.window_scores[keep], np.zeros(keep.sum(), int),
                            large.truth.n_docs[q : q + 1], chunk=1)
-    assert bt._fit_block_jit._cache_size() == size
+    assert bt_kernel._fit_block_jit._cache_size() == size
     n = large.truth.n_docs[q]
     np.testing.assert_array_equal(alone.theta[0, :n], first.theta[q, :n])
     np.testing.assert_array_equal(alone.se[0, :n], first.se[q, :n])
@@ -67,7 +66,7 @@ def test_small_pools_of_any_window_width_share_one_program_and_keep_their_estima
         assert (sim.window_docs[:, n:] == -1).all() and n < bt.SMALL_POOL_WIDTH
         docs, scores = sim.window_docs[:, :n], sim.window_scores[:, :n]  # a table of n-document windows
         fits.append((docs, scores, sim.window_query, bt.fit_windows(docs, scores, sim.window_query, [n] * 5)))
-        sizes.append(bt._fit_block_jit._cache_size())
+        sizes.append(bt_kernel._fit_block_jit._cache_size())
     assert sizes[1] == sizes[2] == sizes[0]  # one program for all three widths (the first may have compiled it)
     for docs, scores, query, fit in fits:  # padding slots carry no pair: each query's optimum (float64 L-BFGS)
         n = docs.shape[1]
@@ -77,8 +76,8 @@ def test_small_pools_of_any_window_width_share_one_program_and_keep_their_estima
 
 
 def test_bt_slot_buckets_are_coarse_powers_of_two():
-    assert [bt._slot_bucket(n) for n in (1, 40, 64, 65, 216, 256, 257)] == [64, 64, 64, 128, 256, 256, 512]
-    assert bt.MIN_SLOTS % bt._WINDOW_GROUP == 0
+    assert [bt_batching._slot_bucket(n) for n in (1, 40, 64, 65, 216, 256, 257)] == [64, 64, 64, 128, 256, 256, 512]
+    assert bt.MIN_SLOTS % bt_kernel._WINDOW_GROUP == 0
 
 
 def _cells(sim, theta):
@@ -97,8 +96,8 @@ def test_2pl_small_calibrations_share_one_program_and_padding_changes_nothing(si
         cells, _, _ = _cells(sim, theta)
         fits[name] = (cells, irt.fit_2pl_calibration(cells, dtype=jnp.float64))
         if name == "large":
-            size = irt._calibrate_newton._cache_size()
-    assert irt._calibrate_newton._cache_size() == size  # 21 and 3 queries both pad to 64, cells to 64
+            size = irt_calibration_fit._calibrate_newton._cache_size()
+    assert irt_calibration_fit._calibrate_newton._cache_size() == size  # 21 and 3 queries both pad to 64, cells to 64
     cells, cal = fits["small"]
     assert cal.converged
     # the padded fit is the optimum of the unpadded objective: no step of a damped Newton iteration
@@ -119,14 +118,14 @@ def test_rasch_refits_of_other_pool_sizes_reuse_the_solver_and_padding_changes_n
     small, large = sims
     _, passes, trials = _cells(large, np.zeros((21, 30)))
     th_large, beta_large = irt.fit_rasch(passes[:12], trials[:12], dtype=jnp.float64)  # 12 x 30 -> 16 x 32
-    size = irt.lm_newton._cache_size()
+    size = lm_newton._cache_size()
     _, p_small, t_small = _cells(small, np.zeros((3, 30)))
     th_small, beta_small = irt.fit_rasch(p_small[:, :25], t_small[:, :25], dtype=jnp.float64)  # 3 x 25 -> 16 x 32
-    assert irt.lm_newton._cache_size() == size
+    assert lm_newton._cache_size() == size
     # explicit extra empty documents and queries: the same estimates
     wide = ((0, 2), (0, 2), (0, 0))
     th_wide, beta_wide = irt.fit_rasch(np.pad(p_small[:, :25], wide), np.pad(t_small[:, :25], wide), dtype=jnp.float64)
-    assert irt.lm_newton._cache_size() == size
+    assert lm_newton._cache_size() == size
     np.testing.assert_allclose(th_wide[:3, :25], th_small, atol=1e-9)
     np.testing.assert_allclose(beta_wide[:3], beta_small, atol=1e-9)
     assert np.all(th_wide[3:] == 0.0) and np.all(th_wide[:, 25:] == 0.0)

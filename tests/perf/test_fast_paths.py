@@ -26,6 +26,12 @@ import pytest
 
 from models import bradley_terry as bt
 from models import irt
+from models.bradley_terry import kernel as bt_kernel
+from models.bradley_terry import objective as bt_objective
+from models.irt import calibration_fit as irt_calibration_fit
+from models.irt import map_objective as irt_map_objective
+from models.irt import cells as irt_cells
+from models.irt import rubric_only as irt_rubric_only
 from models.simulate import simulate_judgements
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +51,7 @@ def _padded(sim, n_queries=4, n_docs=48):
 def test_pair_parts_equal_public_pair_statistics(sim):
     di, sc, wq, q, n, _ = _padded(sim)
     wins = np.asarray(bt.pair_statistics(di, sc, wq, n_queries=q, n_docs=n), np.float64)
-    both, anti, total = (np.asarray(x, np.float64) for x in bt._pair_parts(di, sc, wq, q, n))
+    both, anti, total = (np.asarray(x, np.float64) for x in bt_objective._pair_parts(di, sc, wq, q, n))
     np.testing.assert_allclose(total, wins.sum(axis=(1, 2)), rtol=1e-5)
     np.testing.assert_allclose(both * total[:, None, None], wins + wins.transpose(0, 2, 1), atol=1e-5)
     np.testing.assert_allclose(anti * total[:, None, None], wins - wins.transpose(0, 2, 1), atol=1e-5)
@@ -60,7 +66,7 @@ def test_cg_newton_equals_dense_newton(sim):
         # reference: plain Newton with dense solves from zero
         ref = jnp.zeros((q, n))
         for _ in range(30):
-            g, h = bt._grad_hess(ref, wins, 1e-4)
+            g, h = bt_objective._grad_hess(ref, wins, 1e-4)
             ref = ref - jnp.linalg.solve(h, g[..., None])[..., 0]
         ref = jnp.where(mask, ref - (ref * mask).sum(1, keepdims=True) / mask.sum(1, keepdims=True), 0.0)
         np.testing.assert_allclose(np.asarray(theta), np.asarray(ref), atol=1e-8)
@@ -103,14 +109,14 @@ def test_calibration_closed_form_derivatives_equal_autodiff():
     passes = np.minimum(rng.integers(0, 4, size=(q, n, c)), trials).astype(float)
     cells = irt.calibration_cells(theta, passes, trials)
     with jax.enable_x64(True):
-        th, ps, tr = (jnp.asarray(x, jnp.float64) for x in irt._criterion_major(cells, q))
+        th, ps, tr = (jnp.asarray(x, jnp.float64) for x in irt_cells._criterion_major(cells, q))
         total = tr.sum()
         has = tr.sum(axis=(1, 2)) > 0
         y = jnp.asarray(rng.normal(size=2 * c + 2 * q) * 0.3)
 
         def f(y):  # parameters ordered (u, v, t_1, alpha_1, ..., t_q, alpha_q)
             loc = y[2 * c :].reshape(q, 2)
-            return irt._cm_objective(y[:c], y[c : 2 * c], loc[:, 0], loc[:, 1], th, ps, tr, has, 1e-4, total)
+            return irt_map_objective._cm_objective(y[:c], y[c : 2 * c], loc[:, 0], loc[:, 1], th, ps, tr, has, 1e-4, total)
 
         loc = y[2 * c :].reshape(q, 2)
         public = irt.calibration_objective(
@@ -119,7 +125,7 @@ def test_calibration_closed_form_derivatives_equal_autodiff():
         )
         np.testing.assert_allclose(float(f(y) / total), float(public), rtol=1e-12)
         # each side compiled as one program (op-by-op autodiff of the objective compiles every primitive)
-        g_s, g_l, h_ss, h_ls, h_ll = jax.jit(irt._calibration_derivs)(y[: 2 * c], loc, th, ps, tr, 1e-4)
+        g_s, g_l, h_ss, h_ls, h_ll = jax.jit(irt_map_objective._calibration_derivs)(y[: 2 * c], loc, th, ps, tr, 1e-4)
         g = jax.jit(jax.grad(f))(y)
         h = jax.jit(jax.hessian(f))(y)
         np.testing.assert_allclose(g_s, g[: 2 * c], atol=1e-10)
@@ -135,14 +141,14 @@ def test_rubric_only_closed_form_derivatives_equal_autodiff():
     rng = np.random.default_rng(2)
     trials = rng.integers(1, 5, size=(200, 5)).astype(float)
     passes = np.minimum(rng.integers(0, 5, size=(200, 5)), trials).astype(float)
-    up, ut, count, inverse = irt._distinct_rows(passes, trials)
+    up, ut, count, inverse = irt_rubric_only._distinct_rows(passes, trials)
     assert np.array_equal(up[inverse], passes) and np.array_equal(ut[inverse], trials)
     nodes, logw = irt.quadrature_grid()
     with jax.enable_x64(True):
         args = tuple(jnp.asarray(x) for x in (up, ut, count, nodes, logw)) + (1e-4,)
         # each side compiled as one program, once for both points (op-by-op autodiff compiles every primitive)
-        derivs = jax.jit(irt._rubric_only_derivs)
-        grad, hessian = jax.jit(jax.grad(irt._rubric_only_objective)), jax.jit(jax.hessian(irt._rubric_only_objective))
+        derivs = jax.jit(irt_rubric_only._rubric_only_derivs)
+        grad, hessian = jax.jit(jax.grad(irt_rubric_only._rubric_only_objective)), jax.jit(jax.hessian(irt_rubric_only._rubric_only_objective))
         for _ in range(2):
             y = jnp.asarray(rng.normal(size=10) * 0.4)
             g, h = derivs(y, *args)
@@ -154,17 +160,17 @@ def test_refits_with_other_query_counts_do_not_recompile():
     a = simulate_judgements(5, [40] * 5, tournament_placements=8, rubric_placements=3)
     b = simulate_judgements(6, [38] * 7, tournament_placements=8, rubric_placements=3)
     fa = bt.fit_windows(a.window_docs, a.window_scores, a.window_query, a.truth.n_docs)
-    size = bt._fit_block_jit._cache_size()
+    size = bt_kernel._fit_block_jit._cache_size()
     fb = bt.fit_windows(b.window_docs, b.window_scores, b.window_query, b.truth.n_docs)
-    assert bt._fit_block_jit._cache_size() == size  # 5 and 7 queries both pad to 8, windows to 64
+    assert bt_kernel._fit_block_jit._cache_size() == size  # 5 and 7 queries both pad to 8, windows to 64
     assert np.isfinite(fb.theta).all() and np.isfinite(fa.theta).all()
     for sim, fit in ((a, fa), (b, fb)):
         q = len(sim.truth.n_docs)
         passes, trials = irt.collapse_placements(sim.rubric_query, sim.rubric_doc, sim.rubric_answers, q, 40)
         irt.fit_2pl_calibration(irt.calibration_cells(np.pad(fit.theta, ((0, 0), (0, 40 - fit.theta.shape[1]))), passes, trials))
         if sim is a:
-            size2 = irt._calibrate_newton._cache_size()
-    assert irt._calibrate_newton._cache_size() == size2
+            size2 = irt_calibration_fit._calibrate_newton._cache_size()
+    assert irt_calibration_fit._calibrate_newton._cache_size() == size2
 
 
 _SHARDED = textwrap.dedent(

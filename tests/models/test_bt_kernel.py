@@ -1,6 +1,7 @@
-"""The BT kernel's block-level pair listing, its per-block host padding and its more
-accurate Newton solves give the statistics of a plain reference, the same fit whatever the row layout, and
-the float64 optimum (speed itself is measured by benchmarks/bt_kernel_profile.py, never here)."""
+"""The CPU Bradley-Terry kernel (:func:`models.bradley_terry.fit_windows`, one query at a time): its block-level
+pair listing gives the statistics of a plain pair loop, the fit does not depend on the order of the windows or
+on how queries are split into calls and threads, and float32 reaches the float64 optimum in few Newton
+iterations (speed itself is measured by benchmarks/bt_kernel_profile.py, never here)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import numpy as np
 import pytest
 
 from models import bradley_terry as bt
+from models.bradley_terry import batching as bt_batching
+from models.bradley_terry import kernel as bt_kernel
 from models.simulate import simulate_judgements
 
 
@@ -50,8 +53,8 @@ def test_block_pairs_and_query_scatter_equal_a_pair_loop(sim):
 
     @jax.jit
     def parts(di, sc):
-        flat, pw, net, total, used = bt._block_pairs(di, sc, 16)
-        out = [bt._query_scatter(flat[r], pw[r], net[r], used[r], 16, 45) for r in range(len(small))]
+        flat, pw, net, total, used = bt_kernel._block_pairs(di, sc, 16)
+        out = [bt_kernel._query_scatter(flat[r], pw[r], net[r], used[r], 16, 45) for r in range(len(small))]
         return jnp.concatenate([o[0] for o in out]), jnp.concatenate([o[1] for o in out]), total, used
 
     both, anti, total, used = (np.asarray(x, np.float64) for x in parts(di, sc))
@@ -90,3 +93,15 @@ def test_float32_fit_reaches_the_float64_optimum_in_few_newton_iterations(sim, g
                          sim.truth.n_docs[small], dtype=jnp.float64)
     n = f64.theta.shape[1]
     assert np.abs(grouped.theta[small, :n] - f64.theta).max() < 2e-5
+
+
+def test_one_query_at_a_time_equals_the_whole_batch():
+    sim = simulate_judgements(8, [30, 20, 25, 18], tournament_placements=6)  # one pool-size bucket: two compilations
+    args = (sim.window_docs, sim.window_scores, sim.window_query, sim.truth.n_docs)
+    one = bt.fit_windows(*args, chunk=1)
+    batch = bt.fit_windows(*args, chunk=None)
+    np.testing.assert_allclose(one.theta, batch.theta, atol=2e-5)
+    np.testing.assert_allclose(one.se, batch.se, rtol=1e-4)
+    assert np.array_equal(one.component, batch.component)
+    assert np.array_equal(one.n_components, batch.n_components)
+    assert bt_batching._window_slots(216) == 224 and bt_batching._window_slots(5) == 8
