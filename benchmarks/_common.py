@@ -1,6 +1,6 @@
 """Shared helpers of the performance benchmarks (issue #7): simulated inputs, timing, machine facts, output.
 
-Simulated collections come from :func:`models.simulate.simulate_judgements` (150 documents per query, 216
+Simulated collections come from :func:`rcp_jax.models.simulate.simulate_judgements` (150 documents per query, 216
 tournament windows of 10, ~6.7 rubric placements per document) in blocks of 1,000 queries, cached as
 ``.npz`` under ``benchmarks/out/cache`` so that every benchmark (and every subprocess) times identical
 inputs. Timing: ``cold`` is the first call in a fresh process (compile + run); ``warm`` is the median of
@@ -42,7 +42,7 @@ def _block(index: int) -> dict[str, np.ndarray]:
     if path.exists():
         with np.load(path) as z:
             return dict(z)
-    from models.simulate import simulate_judgements
+    from rcp_jax.models.simulate import simulate_judgements
 
     sim = simulate_judgements(
         1000 + index, np.full(BLOCK, N_DOCS), tournament_placements=WINDOWS_PER_QUERY * 10 / N_DOCS,

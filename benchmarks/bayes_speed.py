@@ -1,11 +1,11 @@
 """Speed of Bayesian RCP inference: wall time and ESS per second of NUTS, SVI and Laplace.
 
 For 10, 100 and 1000 queries (``--docs`` documents each, simulated by
-:func:`models.simulate.simulate_judgements`), fits
+:func:`rcp_jax.models.simulate.simulate_judgements`), fits
 
-* the frozen-BT 2PL calibration (:func:`models.bayes.calibration_model`) by NUTS (4 chains, one after
-  another on CPU and vectorised on a GPU: ``models.inference.default_chain_method``; started at the MAP), SVI with an AutoNormal guide and a Laplace approximation;
-* the joint model (:func:`models.bayes.joint_model`) by NUTS (up to ``--joint-nuts-max`` queries) and SVI,
+* the frozen-BT 2PL calibration (:func:`rcp_jax.models.bayes.calibration_model`) by NUTS (4 chains, one after
+  another on CPU and vectorised on a GPU: ``rcp_jax.models.inference.default_chain_method``; started at the MAP), SVI with an AutoNormal guide and a Laplace approximation;
+* the joint model (:func:`rcp_jax.models.bayes.joint_model`) by NUTS (up to ``--joint-nuts-max`` queries) and SVI,
   in both coordinates of its latent scores (``joint``: BT contrasts; ``joint-ability``: contrasts of the
   calibrated ability ``tau theta``, ``param="ability"``).
 
@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from models import bayes, bradley_terry, inference, irt, simulate  # noqa: E402
+from rcp_jax.models import bayes, bradley_terry, inference, irt, simulate  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
 PARAMS = ("gamma", "beta", "tau", "alpha")
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     p.add_argument("--models", nargs="+", choices=("frozen", "joint"), default=["frozen", "joint"])
     p.add_argument("--methods", nargs="+", choices=("nuts", "svi", "laplace"), default=["nuts", "svi", "laplace"])
     p.add_argument("--joint-param", nargs="+", choices=("theta", "ability"), default=["theta", "ability"],
-                   help="coordinates of the joint model's latent scores (models.bayes.joint_model, param)")
+                   help="coordinates of the joint model's latent scores (rcp_jax.models.bayes.joint_model, param)")
     p.add_argument("--tag", default="", help="suffix of the JSON file name")
     args = p.parse_args(argv)
 

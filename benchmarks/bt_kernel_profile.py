@@ -1,4 +1,4 @@
-"""Where ``models.bradley_terry.fit_windows`` spends its time, optionally A/B against another copy.
+"""Where ``rcp_jax.models.bradley_terry.fit_windows`` spends its time, optionally A/B against another copy.
 
 For each size (the benchmark collection of :mod:`benchmarks._common`: 150 documents, 216 windows of 10 per
 query) prints:
@@ -47,7 +47,7 @@ def _median_timing(fun, repeats: int):
 
 def stage_costs(bt, data: dict, queries: int = 64, repeats: int = 7) -> dict:
     """CPU microseconds per query of the compiled stages (one block of ``queries``, one thread); ``bt`` is the
-    module of the compiled kernel (``models.bradley_terry.kernel``, or a one-module copy)."""
+    module of the compiled kernel (``rcp_jax.models.bradley_terry.kernel``, or a one-module copy)."""
     import jax
 
     n, v, w = 160, 256, data["window_docs"].shape[1]
@@ -89,7 +89,7 @@ def stage_costs(bt, data: dict, queries: int = 64, repeats: int = 7) -> dict:
 
 def host_time(bt, args, repeats: int) -> float:
     """Median wall seconds of ``fit_windows`` outside its compiled calls (``_run_blocks``); ``bt`` is the module
-    of ``fit_windows`` (``models.bradley_terry.batching``, or a one-module copy)."""
+    of ``fit_windows`` (``rcp_jax.models.bradley_terry.batching``, or a one-module copy)."""
     inner = bt._run_blocks
     spent = []
 
@@ -120,7 +120,7 @@ def main(argv=None) -> None:
     parser.add_argument("--base", default=None, help="path of another bradley_terry.py to time beside this one (default: none)")
     args = parser.parse_args(argv)
 
-    from models.bradley_terry import batching, kernel
+    from rcp_jax.models.bradley_terry import batching, kernel
 
     mods = {"new": (kernel, batching)}  # (the kernel's module, fit_windows' module)
     if args.base:

@@ -2,7 +2,7 @@
 
 Every query has 150 documents and 216 windows of 10 (simulated judge, :mod:`benchmarks._common`).
 
-* **ours**: ``models.bradley_terry.fit_windows`` (all queries at once; float32 default, float64 option),
+* **ours**: ``rcp_jax.models.bradley_terry.fit_windows`` (all queries at once; float32 default, float64 option),
   from raw windows to centred scores, standard errors and connectivity.
 * **scipy**: for each query, the same objective (METHOD section 1: soft labels, weight 2/w, mean
   scale, ridge 1e-4) aggregated to its unique pairs, float64, analytic gradient, ``L-BFGS-B``
@@ -122,7 +122,7 @@ def choix_loop(data: dict, n_queries: int):
 def ours(data: dict, n_queries: int, dtype: str = "float32"):
     import jax.numpy as jnp
 
-    from models.bradley_terry import fit_windows
+    from rcp_jax.models.bradley_terry import fit_windows
 
     fit = fit_windows(
         data["window_docs"], data["window_scores"], data["window_query"], data["n_docs"],
@@ -187,7 +187,7 @@ def main(argv=None) -> dict:
     choix_loop(warm_up, 1)
     import jax
 
-    import models.bradley_terry  # noqa: F401 - import and backend start-up are not compile time
+    import rcp_jax.models.bradley_terry  # noqa: F401 - import and backend start-up are not compile time
 
     jax.devices()
     for q in sizes:

@@ -1,10 +1,10 @@
 """2PL calibration MAP at scale: rcp-jax vs scipy L-BFGS with an analytic numpy gradient (issue #7).
 
 Inputs: the benchmark collection (150 documents per query, ~6.7 rubric placements per document, 5
-criteria), BT scores from ``models.bradley_terry.fit_windows`` (not timed), collapsed to binomial
+criteria), BT scores from ``rcp_jax.models.bradley_terry.fit_windows`` (not timed), collapsed to binomial
 cells ``(passes, trials)`` per (query, document, criterion).
 
-* **ours**: ``models.irt.fit_2pl_calibration`` (Levenberg-Marquardt Newton, analytic Hessians, Schur
+* **ours**: ``rcp_jax.models.irt.fit_2pl_calibration`` (Levenberg-Marquardt Newton, analytic Hessians, Schur
   complement over the per-query 2 x 2 blocks), float32 default and float64.
 * **scipy**: the same MAP objective (METHOD section 3: ``gamma = C softmax(u)``, ``beta = v - mean v``,
   ``tau = softplus(t)``, mean BCE + tau/alpha priors / (N C) + ridge) over the same cells, float64,
@@ -39,14 +39,14 @@ C_CRIT = 5
 
 def inputs(n_queries: int, data: dict | None = None) -> dict:
     """BT scores (cached per size) and binomial cells of the first ``n_queries`` queries."""
-    from models import irt
+    from rcp_jax.models import irt
 
     data = C.collection(n_queries) if data is None else data
     path = C.CACHE / f"bt_theta_{n_queries}.npy"
     if path.exists():
         theta = np.load(path)
     else:
-        from models.bradley_terry import fit_windows
+        from rcp_jax.models.bradley_terry import fit_windows
 
         theta = fit_windows(data["window_docs"], data["window_scores"], data["window_query"], data["n_docs"]).theta
         C.CACHE.mkdir(parents=True, exist_ok=True)
@@ -58,7 +58,7 @@ def inputs(n_queries: int, data: dict | None = None) -> dict:
 def ours(inp: dict, dtype: str = "float32"):
     import jax.numpy as jnp
 
-    from models import irt
+    from rcp_jax.models import irt
 
     return irt.fit_2pl_calibration(inp["cells"], dtype=jnp.float64 if dtype == "float64" else jnp.float32)
 
@@ -107,7 +107,7 @@ def scipy_fit(inp: dict, max_iter: int = 100000):
 
 
 def gains(fit, theta: np.ndarray) -> np.ndarray:
-    from models.simulate import true_gain
+    from rcp_jax.models.simulate import true_gain
 
     g = lambda k: fit[k] if isinstance(fit, dict) else getattr(fit, k)  # noqa: E731
     return true_gain(g("tau")[:, None] * theta + g("alpha")[:, None], g("gamma"), g("beta"))
@@ -143,7 +143,7 @@ def main(argv=None) -> dict:
     print(C.header("2PL calibration MAP: 150 docs x ~6.7 rubric placements x 5 criteria per query"))
     import jax
 
-    import models.irt  # noqa: F401
+    import rcp_jax.models.irt  # noqa: F401
 
     jax.devices()
     scipy_fit(inputs(2), max_iter=5)  # scipy imports and first-call setup outside the timings

@@ -1,6 +1,6 @@
 """Coverage of the Bayesian RCP numbers a user reads, against a simulator's truth.
 
-Simulated **noisy** tournaments (:func:`models.simulate.simulate_judgements`: a judge with Gaussian score
+Simulated **noisy** tournaments (:func:`rcp_jax.models.simulate.simulate_judgements`: a judge with Gaussian score
 noise, score rounding, clipping and a context effect - not the model's own generative process), each fitted
 by every model (``frozen``, ``joint``; the default of :func:`rcp_jax.fit_posterior` with window scores is
 ``joint``) and method (NUTS, SVI, Laplace). For each fit it records how often the 90% intervals hold the
@@ -52,7 +52,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from models import simulate  # noqa: E402
+from rcp_jax.models import simulate  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
 NULL_PAIRS = ({"mid_a", "mid_b"}, {"weak_a", "weak_b"})

@@ -46,9 +46,9 @@ def main(argv=None) -> dict:
     p.add_argument("--rejudge", action="store_true", help="also judge the whole pools from scratch (calls, accuracy)")
     args = p.parse_args(argv)
 
-    from judging import SimulatedJudge, synthetic_dataset
-    from judging.offline import DEFAULT_BETA, DEFAULT_GAMMA
-    from models.simulate import true_gain
+    from rcp_jax.judging import SimulatedJudge, synthetic_dataset
+    from rcp_jax.judging.offline import DEFAULT_BETA, DEFAULT_GAMMA
+    from rcp_jax.models.simulate import true_gain
     from rcp_jax import calibrate, evaluate, extend, fit_bradley_terry, leaderboard
     from rcp_jax.pipeline import PipelineInput, judge_collection_sync, store_tables
 

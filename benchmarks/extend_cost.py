@@ -23,7 +23,7 @@ import pandas as pd
 
 def measure(n_new: int, *, queries: int, pool: int, seed: int, malformed: float) -> dict:
     """Calls of one extension with ``n_new`` new documents in every query."""
-    from judging import SimulatedJudge, synthetic_dataset
+    from rcp_jax.judging import SimulatedJudge, synthetic_dataset
     from rcp_jax import calibrate, extend
     from rcp_jax.pipeline import PipelineInput, judge_collection_sync
     from rcp_jax.schedule import extension_counts

@@ -3,14 +3,14 @@
 Run through ``benchmarks/gpu_scale.sh`` on a machine with an accelerator (the whole check is sized to
 finish in under 5 minutes on one GPU); ``--tiny`` is a dry run on CPU at toy sizes.
 
-Inputs are generated here, vectorised (no per-query Python loop, unlike ``models.simulate``), so the
+Inputs are generated here, vectorised (no per-query Python loop, unlike ``rcp_jax.models.simulate``), so the
 check does not spend minutes simulating 10,000 queries: per query 150 documents with latent
 relevance, 216 windows of 10 (15 shuffles of the pool cut into windows; no document twice in a window)
 scored by a noisy, query-scaled judge rounded to integers in [-5, 5], and 100 rubric windows of 10
 answering 5 criteria from the published NanoBEIR 2PL.
 
 Prints one table and one JSON line; writes ``benchmarks/out/gpu_scale.json``.
-The NUTS step calls ``models.inference.run_nuts(models.bayes.calibration_model, ...)`` (the 2PL
+The NUTS step calls ``rcp_jax.models.inference.run_nuts(rcp_jax.models.bayes.calibration_model, ...)`` (the 2PL
 calibration posterior with frozen BT scores); if that entry point is missing it says so and skips.
 """
 
@@ -66,8 +66,8 @@ def _sync(x):
 
 def refit(data: dict):
     """One BT fit (windows -> scores) then one 2PL calibration (scores + answers -> gains)."""
-    from models import irt
-    from models.bradley_terry import fit_windows
+    from rcp_jax.models import irt
+    from rcp_jax.models.bradley_terry import fit_windows
 
     t = time.perf_counter()
     bt = fit_windows(data["window_docs"], data["window_scores"], data["window_query"], data["n_docs"])
@@ -82,8 +82,8 @@ def refit(data: dict):
 
 def nuts(theta, passes, trials, warmup: int, samples: int, chains: int, seed: int = 0):
     try:
-        from models.bayes import calibration_model
-        from models.inference import run_nuts
+        from rcp_jax.models.bayes import calibration_model
+        from rcp_jax.models.inference import run_nuts
     except ImportError as exc:
         return {"skipped": f"NUTS entry point not available: {exc}"}
     t = time.perf_counter()

@@ -2,7 +2,7 @@
 
 Part A (model level, many replicates): a collection with known latent relevance is judged by K simulated
 judges that share the criteria but differ in severity (an offset on every difficulty) and discrimination
-scale (:func:`models.simulate.simulate_judgements` with ``severity`` / ``discrimination``). Each judge has
+scale (:func:`rcp_jax.models.simulate.simulate_judgements` with ``severity`` / ``discrimination``). Each judge has
 its own tournament windows and rubric placements; the pooled BT scores and the pooled 2PL
 (:func:`rcp_jax.judges.fit_judges`) estimate delta_k (sum 0) and lambda_k (geometric mean 1). The true
 values obey the same conventions (and the true items have sum(gamma) = C, mean(beta) = 0), so they are
@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
 
 def simulated_tables(seed: int, n_queries: int, n_docs: int, severity, scale):
     """name -> (window_scores, answers) of len(severity) judges of one simulated collection."""
-    from models import simulate as sim
+    from rcp_jax.models import simulate as sim
 
     truth = sim.simulate_truth(np.random.default_rng([seed, 7]), [n_docs] * n_queries)
     tables = {}
@@ -103,7 +103,7 @@ def part_a(settings, replicates: int, n_queries: int, n_docs: int, nuts: bool) -
 
 
 def part_b(n_queries: int, n_docs: int, severity: float) -> dict:
-    from judging.offline import SimulatedJudge, synthetic_dataset
+    from rcp_jax.judging.offline import SimulatedJudge, synthetic_dataset
     from rcp_jax.cli import main
     from rcp_jax.pipeline import PipelineInput, judge_collection_sync
 

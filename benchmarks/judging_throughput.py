@@ -52,7 +52,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from judging import LiteLLMJudge, ProcessJudge, SimulatedJudge, Window, judge_windows, synthetic_dataset  # noqa: E402
+from rcp_jax.judging import LiteLLMJudge, ProcessJudge, SimulatedJudge, Window, judge_windows, synthetic_dataset  # noqa: E402
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -92,7 +92,7 @@ async def run_once(judge, windows, documents, queries, concurrency: int, pids: l
 
 def start_server(args: argparse.Namespace, latency: float) -> tuple[subprocess.Popen, str]:
     server = subprocess.Popen(
-        [sys.executable, "-m", "judging.testing_server", "--synthetic", str(args.queries), str(args.docs),
+        [sys.executable, "-m", "rcp_jax.judging.testing_server", "--synthetic", str(args.queries), str(args.docs),
          str(args.seed), "--latency", str(latency)],
         cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )

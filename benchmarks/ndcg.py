@@ -42,7 +42,7 @@ def make_inputs(n_queries: int, n_systems: int, seed: int = 0) -> dict:
     """Run and gain tables (pandas, string ids) plus the encoded arrays of the same data."""
     import pandas as pd
 
-    from models.simulate import NANOBEIR_BETA, NANOBEIR_GAMMA, true_gain
+    from rcp_jax.models.simulate import NANOBEIR_BETA, NANOBEIR_GAMMA, true_gain
 
     d = C.collection(n_queries)
     rel = d["relevance"]  # [Q, N]

@@ -5,7 +5,7 @@ criteria; :mod:`benchmarks._common`), as DataFrames with string ids like a judge
 
 * **public BT**: ``rcp_jax.fit_bradley_terry(window_scores)`` (cold = first call, then the median of
   ``--repeats`` warm calls), its **encoding** alone (``rcp_jax.encoding.encode_window_scores``) and the
-  **kernel** alone (``models.bradley_terry.fit_windows`` on the arrays); the public BT and its encoding
+  **kernel** alone (``rcp_jax.models.bradley_terry.fit_windows`` on the arrays); the public BT and its encoding
   again with **categorical** id columns (checked to give the same frame);
 * **numpy Newton loop** and **converged scipy L-BFGS loop** per query (:mod:`benchmarks.baselines`);
 * **public 2PL**: ``rcp_jax.calibrate(bt, answers)`` against the per-query **alternating Newton** and the
@@ -113,8 +113,8 @@ def uptime() -> str:
 def _baselines(n: int, data: dict, ws, bt, cal, args) -> dict:
     """One size's baselines and their agreement with our fits; our fits with categorical id columns."""
     import rcp_jax
-    from models import irt
-    from models.simulate import true_gain
+    from rcp_jax.models import irt
+    from rcp_jax.models.simulate import true_gain
     from rcp_jax.encoding import encode_window_scores
 
     res = {}
@@ -184,7 +184,7 @@ def main(argv=None) -> dict:
     import jax
 
     import rcp_jax
-    from models.bradley_terry import fit_windows
+    from rcp_jax.models.bradley_terry import fit_windows
     from rcp_jax.encoding import encode_window_scores
 
     jax.devices()

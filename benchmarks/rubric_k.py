@@ -4,7 +4,7 @@ For each K, a collection (``--queries`` x ``--docs``, 7 rubric placements per do
 items (sum gamma = K, mean beta = 0) and exact BT scores, then fitted by the MAP calibration
 (:func:`rcp_jax.calibrate`) and by the frozen model's posterior (NUTS): the largest error of gamma and beta,
 the share of the 90% intervals holding the truth, the chains' largest R-hat and the CPU seconds. The joint
-model takes any K the same way (its items are the same ``_items`` of :mod:`models.bayes`).
+model takes any K the same way (its items are the same ``_items`` of :mod:`rcp_jax.models.bayes`).
 
     .venv/bin/python benchmarks/rubric_k.py                  # 20 x 40, 2 chains x 300 draws: a few minutes
     .venv/bin/python benchmarks/rubric_k.py --queries 8 --docs 25 --draws 100   # a quick look
@@ -48,7 +48,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import rcp_jax
-    from models.simulate import simulate_judgements
+    from rcp_jax.models.simulate import simulate_judgements
     from rcp_jax.bayes import posterior
 
     rows = []

@@ -10,7 +10,7 @@ criteria. Two data sets per size:
 
 Methods (each on identical inputs):
 
-* **ours**: ``models.irt.fit_rubric_only`` (float64; 561-point grid on [-18, 10]; distinct answer rows
+* **ours**: ``rcp_jax.models.irt.fit_rubric_only`` (float64; 561-point grid on [-18, 10]; distinct answer rows
   weighted by their counts; Levenberg-Marquardt Newton with closed-form Hessians).
 * **scipy**: the same objective on the same grid and distinct rows, ``L-BFGS-B`` with the analytic
   (Fisher-identity) gradient in numpy. (Giving scipy the distinct-row aggregation is generous.)
@@ -37,11 +37,11 @@ import numpy as np
 
 import _common as C  # (benchmarks/, the script's folder, is on the path of a script)
 
-RIDGE = 1e-7  # models.irt.RUBRIC_ONLY_RIDGE, the default of fit_rubric_only (scipy gets the same objective)
+RIDGE = 1e-7  # rcp_jax.models.irt.RUBRIC_ONLY_RIDGE, the default of fit_rubric_only (scipy gets the same objective)
 
 
 def datasets(n_queries: int) -> dict:
-    from models import irt
+    from rcp_jax.models import irt
 
     d = C.collection(n_queries)
     passes, trials = irt.collapse_placements(d["rubric_query"], d["rubric_doc"], d["rubric_answers"], n_queries, C.N_DOCS)
@@ -59,7 +59,7 @@ def rcp_convention(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def ours(passes, trials):
-    from models import irt
+    from rcp_jax.models import irt
 
     f = irt.fit_rubric_only(passes, trials)
     return f.gamma, f.beta
@@ -69,8 +69,8 @@ def scipy_fit(passes, trials):
     from scipy.optimize import minimize
     from scipy.special import expit, log_expit, logsumexp, softmax
 
-    from models import irt
-    from models.irt.rubric_only import _distinct_rows
+    from rcp_jax.models import irt
+    from rcp_jax.models.irt.rubric_only import _distinct_rows
 
     up, ut, count, _ = _distinct_rows(passes, trials)
     keep = count > 0

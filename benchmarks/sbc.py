@@ -1,15 +1,15 @@
 """Calibration of the Bayesian RCP posteriors, measured two ways.
 
 1. **Simulation-based calibration** (Talts et al. 2018) of the 2PL with frozen BT covariates
-   (:func:`models.bayes.calibration_model`) or of the rubric-only 2PL: parameters drawn from the prior,
+   (:func:`rcp_jax.models.bayes.calibration_model`) or of the rubric-only 2PL: parameters drawn from the prior,
    answers simulated from the model itself, NUTS on every dataset at once (vmapped over datasets). If
    model code and sampler are right, the rank of each true parameter among the thinned posterior draws
    is uniform, and central intervals cover the truth at their nominal rate. Uniformity is judged per
-   component with a Bonferroni correction (:func:`models.inference.rank_uniformity_p`): components of
+   component with a Bonferroni correction (:func:`rcp_jax.models.inference.rank_uniformity_p`): components of
    one dataset are correlated (``alpha`` of different queries share the item offsets), so a histogram
    pooled over them over-disperses and its chi-square rejects a correct sampler.
 2. **Coverage of gains against the simulator's truth** (``--coverage``): collections drawn by
-   :func:`models.simulate.simulate_judgements` (a judge with Gaussian score noise, rounding, clipping
+   :func:`rcp_jax.models.simulate.simulate_judgements` (a judge with Gaussian score noise, rounding, clipping
    and a context effect - not the model); reports how often the 90% interval of each document's gain
    holds its true gain, and the interval widths, for three fits of every collection:
 
@@ -45,7 +45,7 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from models import bayes, inference, simulate  # noqa: E402
+from rcp_jax.models import bayes, inference, simulate  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
 
@@ -88,7 +88,7 @@ def sbc(args) -> dict:
           f"NUTS {args.warmup} warmup, {args.samples} samples thinned by {args.thinning} -> L = {res.n_draws} draws")
     print("uniformity: 'Bonf. p' tests each component on its own (one rank per dataset; Bonferroni over components) "
           "and is the verdict; 'pooled' chi-square / KS p pool correlated components of a dataset and are anticonservative "
-          "(see models.inference.rank_uniformity_p)")
+          "(see rcp_jax.models.inference.rank_uniformity_p)")
     print(f"{'param':<7}{'ranks':>7}{'Bonf. p':>9}{'pooled p':>10}{'KS p':>8}{'min comp p':>12}{'90% cover':>11}"
           f"  pooled histogram ({args.bins} bins)")
     for r in rows:
@@ -175,7 +175,7 @@ def main(argv=None) -> int:
     p.add_argument("--fits", nargs="+", choices=("frozen-exact", "frozen", "joint"),
                    default=["frozen-exact", "frozen", "joint"], help="which fits the coverage study runs")
     p.add_argument("--joint-param", choices=("ability", "theta"), default="ability",
-                   help="coordinates of the joint model's latent scores (models.bayes.joint_model, param)")
+                   help="coordinates of the joint model's latent scores (rcp_jax.models.bayes.joint_model, param)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--x64", action="store_true", help="run the SBC in float64 (jax.enable_x64 context)")
     args = p.parse_args(argv)

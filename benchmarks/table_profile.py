@@ -59,9 +59,9 @@ def _wrap(module, name: str, label: str, block: bool = False) -> None:
 
 
 def _instrument() -> None:
-    import models.bradley_terry as bt_mod
-    import models.irt as irt
-    import models.irt.calibration_fit as irt_fit
+    import rcp_jax.models.bradley_terry as bt_mod
+    import rcp_jax.models.irt as irt
+    import rcp_jax.models.irt.calibration_fit as irt_fit
     import rcp_jax.calibration as cal
     import rcp_jax.tournament as tour
 

@@ -19,11 +19,11 @@ Public surface
   :data:`PARSER_VERSION`.
 - Errors: :class:`JudgeError` and subclasses.
 
-Runnable example: see :mod:`judging.run`.
+Runnable example: see :mod:`rcp_jax.judging.run`.
 """
 
-from judging.client import LiteLLMJudge
-from judging.errors import (
+from rcp_jax.judging.client import LiteLLMJudge
+from rcp_jax.judging.errors import (
     InvalidAnswersError,
     JudgeAuthError,
     JudgeCredentialsError,
@@ -39,18 +39,18 @@ from judging.errors import (
     StoreError,
     StoreLockedError,
 )
-from judging.estimate import Estimate, estimate_cost
-from judging.judge import BaseJudge, Completion, JudgeRequest, Ledger
-from judging.offline import SimulatedJudge, synthetic_dataset
-from judging.pages import Document, ImageLimits, PageImage
-from judging.procs import ProcessJudge
-from judging.parse import PARSER_VERSION, ParseResult, parse_answer, parse_lists, parse_rubric, parse_tournament
-from judging.records import INVALID_CATEGORIES, STAGES, JudgeFamily, Judgement, Usage, Window, record_id
-from judging.render import PromptTemplate, RenderedWindow, builtin_template, render_window
-from judging.reparse import reparse_store
-from judging.rubric import Rubric, RubricError, builtin_rubric, load_rubric
-from judging.run import JudgeProgress, judge_windows, judge_windows_sync
-from judging.store import JudgementStore, read_judgements
+from rcp_jax.judging.estimate import Estimate, estimate_cost
+from rcp_jax.judging.judge import BaseJudge, Completion, JudgeRequest, Ledger
+from rcp_jax.judging.offline import SimulatedJudge, synthetic_dataset
+from rcp_jax.judging.pages import Document, ImageLimits, PageImage
+from rcp_jax.judging.procs import ProcessJudge
+from rcp_jax.judging.parse import PARSER_VERSION, ParseResult, parse_answer, parse_lists, parse_rubric, parse_tournament
+from rcp_jax.judging.records import INVALID_CATEGORIES, STAGES, JudgeFamily, Judgement, Usage, Window, record_id
+from rcp_jax.judging.render import PromptTemplate, RenderedWindow, builtin_template, render_window
+from rcp_jax.judging.reparse import reparse_store
+from rcp_jax.judging.rubric import Rubric, RubricError, builtin_rubric, load_rubric
+from rcp_jax.judging.run import JudgeProgress, judge_windows, judge_windows_sync
+from rcp_jax.judging.store import JudgementStore, read_judgements
 
 __all__ = [
     "INVALID_CATEGORIES",

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from judging.errors import JudgeInputError
+from rcp_jax.judging.errors import JudgeInputError
 
 if TYPE_CHECKING:
-    from judging.records import Window
+    from rcp_jax.judging.records import Window
 
 V = TypeVar("V")
 

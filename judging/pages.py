@@ -16,7 +16,7 @@ Identity (:func:`window_images_hash`): a window showing images is keyed by the S
 *bytes* (never its path) plus the limits, so a changed image is a new window and a moved or renamed file
 is the same window. Text-only windows carry no image hash and keep their exact record ids.
 
-Checks before any call (:func:`check_window_images`, run by :func:`judging.judge_windows`): every local image of
+Checks before any call (:func:`check_window_images`, run by :func:`rcp_jax.judging.judge_windows`): every local image of
 the windows is read and decoded once (a damaged file, a ``data:`` URL of another media type, a format other than
 PNG/JPEG fails here, naming the document, never after other windows went out), and a window holding more page-only
 documents (an image, no text) than ``max_images`` is refused: such a document would not be shown at all, so no
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judging.errors import JudgeInputError
+from rcp_jax.judging.errors import JudgeInputError
 
 #: File name endings of page images (``--images DIR`` looks for ``<doc id><ending>``).
 IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".jpg", ".jpeg")
@@ -76,7 +76,7 @@ class ImageLimits:
     max_bytes : largest encoded size in bytes of an image as sent (larger ones are re-encoded, then shrunk).
     max_images : most images in one window. Page-only documents (no text) get the slots first; documents with
         text past it are shown by their text alone, with a note saying so (see
-        :attr:`judging.render.RenderedWindow.omitted_images`); a window with more page-only documents is refused
+        :attr:`rcp_jax.judging.render.RenderedWindow.omitted_images`); a window with more page-only documents is refused
         (:func:`check_window_images`).
     """
 
@@ -287,7 +287,7 @@ def check_image(image: PageImage, *, doc_id: str = "?") -> None:
 
 def check_window_images(windows: Sequence[Any], docs: Any, limits: ImageLimits | None = None) -> None:
     """Before any call: every image of ``windows`` (:class:`judging.Window`, ``docs`` a
-    :class:`judging.lookup.PerQuery` of corpus values) decodes as PNG/JPEG (:func:`check_image`), and no window
+    :class:`rcp_jax.judging.lookup.PerQuery` of corpus values) decodes as PNG/JPEG (:func:`check_image`), and no window
     holds more page-only documents than ``limits.max_images`` (such a document would not be shown at all).
 
     Raises :class:`ImageError` naming the window or document and the fix."""
@@ -367,7 +367,7 @@ def window_images_hash(doc_values: Sequence[str | Document], limits: ImageLimits
     """The image identity of a window whose documents are ``doc_values`` (in window order): a 16-hex hash of
     each image's bytes (``None`` for a document without one) and the limits; ``""`` when no document of the
     window has an image (its record id then stays that of a text window)."""
-    from judging.records import content_hash  # noqa: PLC0415 - records imports nothing from here
+    from rcp_jax.judging.records import content_hash  # noqa: PLC0415 - records imports nothing from here
 
     shas = [img.sha256 if (img := doc_image(v)) is not None else None for v in doc_values]
     if not any(shas):
@@ -396,7 +396,7 @@ def message_images(content: str | Sequence[Mapping[str, Any]]) -> list[str]:
 
 def stamp_images(windows: Sequence[Any], docs: Any, limits: ImageLimits | None = None) -> list[Any]:
     """``windows`` (:class:`judging.Window`) with :attr:`~judging.Window.images` set on those showing a page
-    image (``docs`` a :class:`judging.lookup.PerQuery` of corpus values); text windows come back unchanged."""
+    image (``docs`` a :class:`rcp_jax.judging.lookup.PerQuery` of corpus values); text windows come back unchanged."""
     import dataclasses  # noqa: PLC0415
 
     limits = limits or ImageLimits()

@@ -8,7 +8,7 @@ process: rendering, parsing, the family, and the store, whose single writer lock
 Each answer is written once, by the caller, exactly as without workers, so kill / resume behave the
 same: answers not yet received when the caller dies are asked again by the next run.
 
-Usage (the simplest: :func:`judging.judge_windows` starts and stops the workers itself)::
+Usage (the simplest: :func:`rcp_jax.judging.judge_windows` starts and stops the workers itself)::
 
     await judge_windows(windows, judge=LiteLLMJudge(...), store=..., documents=..., queries=...,
                         concurrency=64, processes=4)
@@ -51,12 +51,12 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from judging.errors import JudgeError, JudgeInputError
-from judging.judge import BaseJudge, Completion, JudgeRequest, Ledger
-from judging.records import JudgeFamily, Window
-from judging.render import RenderedWindow
+from rcp_jax.judging.errors import JudgeError, JudgeInputError
+from rcp_jax.judging.judge import BaseJudge, Completion, JudgeRequest, Ledger
+from rcp_jax.judging.records import JudgeFamily, Window
+from rcp_jax.judging.render import RenderedWindow
 
-log = logging.getLogger("judging.procs")
+log = logging.getLogger("rcp_jax.judging.procs")
 
 _STOP = None  # the message asking a worker to finish
 
@@ -229,7 +229,7 @@ class ProcessJudge(BaseJudge):
         # The fork server imports litellm once for all workers, when the judge uses it (prepare() has imported
         # it here then): a judge without it (SimulatedJudge) spares each new server a ~3 s import. Takes effect
         # when the server first starts; workers of a later litellm judge import it themselves if it did not.
-        ctx.set_forkserver_preload(["judging", "litellm"] if "litellm" in sys.modules else ["judging"])
+        ctx.set_forkserver_preload(["rcp_jax.judging", "litellm"] if "litellm" in sys.modules else ["rcp_jax.judging"])
         workers = []
         try:
             for i in range(self.processes):

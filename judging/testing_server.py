@@ -2,10 +2,10 @@
 
 It reads the window back from the prompt text alone (the query block and the ``<doc>`` blocks inside
 ``<documents>``), maps each text to its document id, and answers with
-:meth:`judging.offline.SimulatedJudge.answer`, so litellm's real network path can be exercised on
+:meth:`rcp_jax.judging.offline.SimulatedJudge.answer`, so litellm's real network path can be exercised on
 127.0.0.1 with known answers. Faults (429, 500, 401, slow answers, answers trickling one byte at a time,
 malformed bodies such as an empty ``choices`` list, fixed bad answers) and a fixed latency can be injected.
-Re-asks that append a repair message (:data:`judging.client.REPAIR_MARKER`) are recognised as the same
+Re-asks that append a repair message (:data:`rcp_jax.judging.client.REPAIR_MARKER`) are recognised as the same
 window: the repair message is left out of the window's key and of the text the simulated judge reads.
 
 It serves ``POST /v1/chat/completions`` (and ``/chat/completions``) and ``GET /v1/models``.
@@ -17,9 +17,9 @@ In tests (a background thread with its own event loop)::
 
 From the command line (used by the benchmark; prints ``READY <url>`` once listening)::
 
-    python -m judging.testing_server --synthetic 8 40 0 --latency 0.2
+    python -m rcp_jax.judging.testing_server --synthetic 8 40 0 --latency 0.2
 
-Page images (content parts ``image_url``, :mod:`judging.pages`) are read too: each is recorded in the
+Page images (content parts ``image_url``, :mod:`rcp_jax.judging.pages`) are read too: each is recorded in the
 request's ``images`` (the label text just before it, media type, bytes, pixel size) and identifies its
 document by the SHA-256 of its bytes, as given or as encoded within ``image_limits``.
 
@@ -44,10 +44,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from judging.lookup import PerQuery
-from judging.offline import SimulatedJudge, synthetic_dataset
-from judging.pages import Document, ImageLimits, data_url_size, doc_text, encode_image
-from judging.render import TRUNCATION_MARKER, read_rendered
+from rcp_jax.judging.lookup import PerQuery
+from rcp_jax.judging.offline import SimulatedJudge, synthetic_dataset
+from rcp_jax.judging.pages import Document, ImageLimits, data_url_size, doc_text, encode_image
+from rcp_jax.judging.render import TRUNCATION_MARKER, read_rendered
 
 _IMAGE_MARK = re.compile(r"\[image sha256=([0-9a-f]{64})\]")
 
@@ -120,7 +120,7 @@ class FakeOpenAIServer:
     ----------
     judge : the simulated judge that writes the answers.
     queries : ``{query_id: text}`` used to recognise the query of a prompt.
-    documents : document texts in either shape accepted by :func:`judging.judge_windows`.
+    documents : document texts in either shape accepted by :func:`rcp_jax.judging.judge_windows`.
     latency : seconds every answered request waits before answering.
     faults : a :data:`FaultPlan` (see :func:`per_window`); ``None``: no faults.
     api_key : when set, requests must carry ``Authorization: Bearer <api_key>``, else 401 (whose
@@ -258,7 +258,7 @@ class FakeOpenAIServer:
             return self._error(400, "body must be JSON with a 'messages' list")
         if not isinstance(messages, list):
             return self._error(400, "'messages' must be a list")
-        from judging.client import REPAIR_MARKER  # noqa: PLC0415 - the client imports litellm lazily only
+        from rcp_jax.judging.client import REPAIR_MARKER  # noqa: PLC0415 - the client imports litellm lazily only
 
         repairs, window_texts, images = [], [], []
         for m in messages:  # a re-ask's repair note is cut off: the window's key and text stay the same

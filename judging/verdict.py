@@ -1,12 +1,12 @@
 """Invalid answers by category, one example, and what to try: the words a stuck user reads.
 
-Used by :func:`judging.judge_windows` (the early-stop verdict, :class:`judging.JudgeVerdictError`), by
+Used by :func:`rcp_jax.judging.judge_windows` (the early-stop verdict, :class:`judging.JudgeVerdictError`), by
 ``rcp-jax judge`` (its closing summary) and by ``rcp-jax fit`` (its refusal of a store without valid
 answers). Everything here reads stored :class:`judging.Judgement` records; nothing calls a judge.
 
 Example::
 
-    from judging.verdict import summarise_store
+    from rcp_jax.judging.verdict import summarise_store
     print(summarise_store("rcp_runs/store").describe())
     # 12 invalid answers of 14 (no_json 9, truncated 3); 4 windows still without a valid answer
     # example (window q1/tournament/round1#0, attempt 3, no_json: no JSON object found): 'Sure! Here ...'
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judging.records import STAGES, Judgement
+from rcp_jax.judging.records import STAGES, Judgement
 
 #: Characters of an example raw answer shown in messages.
 EXAMPLE_CHARS = 240
@@ -120,7 +120,7 @@ def summarise(records: Iterable[Judgement]) -> InvalidSummary:
 
 def summarise_store(folder: str | Path, stages: Iterable[str] = STAGES) -> InvalidSummary:
     """:class:`InvalidSummary` of every record of ``stages`` in the store at ``folder`` (missing files: none)."""
-    from judging.store import read_judgements  # noqa: PLC0415 - the store imports records; keep this light
+    from rcp_jax.judging.store import read_judgements  # noqa: PLC0415 - the store imports records; keep this light
 
     folder = Path(folder)
     records: list[Judgement] = []

@@ -9,11 +9,11 @@ Objective of one query (``theta_i`` free for new documents, ``= fixed_i`` for an
 
     L(theta_new) = -sum_ab W_ab log sigmoid(theta_a - theta_b) / total + ridge/2 ||theta_new||^2
 
-with ``W`` the soft-win statistic of :func:`models.bradley_terry.pair_statistics` over the new windows
+with ``W`` the soft-win statistic of :func:`rcp_jax.models.bradley_terry.pair_statistics` over the new windows
 (pairs of two anchors are constants and drop out) and ``total`` the pair weight the full fit would
 normalise by (the store's windows of the query plus the new ones), so the minimiser is exactly the full
 BT objective's minimiser over the new scores given the anchors. The problem is convex; every query is
-solved at once by the batched damped Newton of :mod:`models._newton`.
+solved at once by the batched damped Newton of :mod:`rcp_jax.models._newton`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models._newton import lm_newton
-from models.bradley_terry import DEFAULT_RIDGE, pair_statistics
+from rcp_jax.models._newton import lm_newton
+from rcp_jax.models.bradley_terry import DEFAULT_RIDGE, pair_statistics
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """Bayesian versions of RCP's models as NumPyro programs (METHOD sections 1, 3 and 6).
 
 Four models, each a plain function of arrays with named sample sites and plates ``criterion``,
-``query`` and ``doc``, shared by MAP, NUTS and SVI alike (see :mod:`models.inference`):
+``query`` and ``doc``, shared by MAP, NUTS and SVI alike (see :mod:`rcp_jax.models.inference`):
 
 * :func:`bradley_terry_model` - Stage A. The soft-label BT log-likelihood of METHOD section 1 enters as
   one ``numpyro.factor`` on the sufficient statistic ``wins[Q, N, N]``
-  (:func:`models.bradley_terry.pair_statistics`)::
+  (:func:`rcp_jax.models.bradley_terry.pair_statistics`)::
 
       log L(theta) = bt_weight * sum_{q, a, b} wins[q, a, b] * log sigmoid(theta_qa - theta_qb)
 
@@ -18,14 +18,14 @@ Four models, each a plain function of arrays with named sample sites and plates 
   each query by an orthonormal Helmert basis (:func:`centred_from_contrasts`): ``theta = H z`` with
   ``z ~ N(0, sd_q^2)`` is exactly the law of a centred ``N(0, sd_q^2 I)`` vector, and
   ``sd_q = 1 / sqrt(bt_ridge * total_q)`` (``total_q`` = the query's summed pair weight) is the MAP
-  ridge of :func:`models.bradley_terry.fit_map` on the sum scale. With ``bt_weight = 1`` the posterior
+  ridge of :func:`rcp_jax.models.bradley_terry.fit_map` on the sum scale. With ``bt_weight = 1`` the posterior
   mode is therefore exactly the BT MAP.
 * :func:`calibration_model` - the 2PL of METHOD section 3 with frozen BT covariates (exact by assumption)::
 
       Y_qdc ~ Binomial(trials_qdc, sigmoid(gamma_c (tau_q theta_qd + alpha_q - beta_c)))
 
   with the reference parameterisation ``gamma = C softmax(u)``, ``beta = v - mean(v)`` and priors equal
-  to the MAP penalties of :func:`models.irt.fit_2pl_calibration`: that objective is mean-scaled
+  to the MAP penalties of :func:`rcp_jax.models.irt.fit_2pl_calibration`: that objective is mean-scaled
   (divided by the number of answers ``NC``); multiplied by ``NC`` it is the negative log posterior
   (up to a constant) of ``tau ~ N(1, 1)`` truncated to ``tau > 0``, ``alpha ~ N(0, 2^2)`` and
   ``u, v ~ N(0, 1 / (ridge NC))``. The foundation's MAP is hence the posterior mode in the model's
@@ -34,7 +34,7 @@ Four models, each a plain function of arrays with named sample sites and plates 
   sum-zero Helmert contrasts (sites ``u, v: float[C - 1]``, see :func:`item_contrasts`).
 * :func:`rubric_only_model` - the rubric-only 2PL (no tournament): ability ``eta ~ N(0, 1)`` per
   document, ``log gamma_raw, beta_raw ~ N(0, 1 / (ridge NC))``, reported (``gamma``, ``beta``) rescaled
-  to ``sum gamma = C`` and ``mean beta = 0`` as :func:`models.irt.fit_rubric_only` does.
+  to ``sum gamma = C`` and ``mean beta = 0`` as :func:`rcp_jax.models.irt.fit_rubric_only` does.
 * :func:`joint_model` - Stage A and Stage B together: theta is latent (BT likelihood and prior of
   :func:`bradley_terry_model`) and the 2PL acts on ``tau_q theta_qd + alpha_q``, so judge noise in the
   tournament flows into the gains.
@@ -57,7 +57,7 @@ calibrated there (see ``benchmarks/coverage.py``, ``benchmarks/sbc.py --coverage
 
 Layout: queries are padded to ``N`` documents; real documents of query ``q`` are the first
 ``n_docs[q]`` (a prefix), padded documents have zero ``wins`` rows/columns and zero ``trials``. Rubric
-counts are ``passes, trials: float[Q, N, C]`` (:func:`models.irt.collapse_placements`).
+counts are ``passes, trials: float[Q, N, C]`` (:func:`rcp_jax.models.irt.collapse_placements`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from models.irt import ALPHA_PRIOR_SD, DEFAULT_RIDGE, TAU_PRIOR_SD
+from rcp_jax.models.irt import ALPHA_PRIOR_SD, DEFAULT_RIDGE, TAU_PRIOR_SD
 
 #: Names of the plates (and of the arviz dimensions built from them).
 CRITERION, QUERY, DOC = "criterion", "query", "doc"
@@ -227,7 +227,7 @@ def bradley_terry_model(
     """Bayesian soft-label Bradley-Terry of a padded batch of queries (Stage A alone).
 
     Args:
-        wins: float[Q, N, N] soft win statistics (:func:`models.bradley_terry.pair_statistics`).
+        wins: float[Q, N, N] soft win statistics (:func:`rcp_jax.models.bradley_terry.pair_statistics`).
         n_docs: int[Q] pool sizes (real documents are the first ``n_docs[q]``), each >= 2.
         bt_ridge: ridge of the BT MAP; sets the prior ``theta ~ N(0, 1 / (bt_ridge total_q))`` on the
             sum-zero subspace (the MAP's penalty on the sum scale).
@@ -236,7 +236,7 @@ def bradley_terry_model(
     Sites:
         ``z: float[Q, N-1]`` Helmert contrasts (latent); theta = :func:`centred_from_contrasts` (z).
         Factor ``bt``. With ``bt_weight = 1`` the posterior mode equals
-        :func:`models.bradley_terry.fit_map`.
+        :func:`rcp_jax.models.bradley_terry.fit_map`.
     """
     _latent_theta(wins, n_docs, bt_ridge, bt_weight)
 
@@ -289,7 +289,7 @@ def rubric_only_model(
         passes, trials: float[Q, N, C] as in :func:`calibration_model` (padding: trials 0).
         ridge: prior ``log gamma_raw, beta_raw ~ N(0, 1 / (ridge NC))``, a ridge penalty on the sum
             scale. The default 1e-4 keeps the prior proper and weakly informative (SD ~ 1-10);
-            :func:`models.irt.fit_rubric_only` uses the far smaller ``irt.RUBRIC_ONLY_RIDGE`` (plain
+            :func:`rcp_jax.models.irt.fit_rubric_only` uses the far smaller ``irt.RUBRIC_ONLY_RIDGE`` (plain
             marginal ML), whose prior SD (~300 at NC = 100) would let ``exp(log gamma_raw)`` overflow.
         item_sd: override that prior SD.
 

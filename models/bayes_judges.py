@@ -1,10 +1,10 @@
-"""The pooled 2PL of several judges (:mod:`models.irt_judges`) as a NumPyro model, for intervals.
+"""The pooled 2PL of several judges (:mod:`rcp_jax.models.irt_judges`) as a NumPyro model, for intervals.
 
     Y_m ~ Binomial(trials_m, sigmoid(lambda_k gamma_c (tau_j theta_m + alpha_j - beta_c - delta_k)))
 
 for cell m of judge k, query j, criterion c, with the pooled BT scores ``theta`` frozen (as
-:func:`models.bayes.calibration_model`). Priors: the items and the per-query ``tau, alpha`` exactly as
-:func:`models.bayes.calibration_model`; the severities ``delta = H d`` with ``d ~ N(0, severity_sd^2)``
+:func:`rcp_jax.models.bayes.calibration_model`). Priors: the items and the per-query ``tau, alpha`` exactly as
+:func:`rcp_jax.models.bayes.calibration_model`; the severities ``delta = H d`` with ``d ~ N(0, severity_sd^2)``
 on the K - 1 Helmert contrasts (``H`` the orthonormal K x (K-1) basis), which is the law of a centred
 ``N(0, severity_sd^2 I_K)`` vector restricted to ``sum(delta) = 0``; with ``fit_scale`` the log scales
 ``log lambda = H l``, ``l ~ N(0, log_scale_sd^2)`` (geometric mean of lambda = 1). The sum-to-zero
@@ -23,8 +23,8 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from models.bayes import _items, _query_calibration, helmert_matrix, item_contrasts, item_prior_sd
-from models.irt import ALPHA_PRIOR_SD, DEFAULT_RIDGE, TAU_PRIOR_SD
+from rcp_jax.models.bayes import _items, _query_calibration, helmert_matrix, item_contrasts, item_prior_sd
+from rcp_jax.models.irt import ALPHA_PRIOR_SD, DEFAULT_RIDGE, TAU_PRIOR_SD
 
 #: Prior SD of a judge's severity (ability units): wide against the spread of the difficulties (~2).
 SEVERITY_PRIOR_SD = 1.0
@@ -76,7 +76,7 @@ def pooled_judges_model(
 
 def init_values(gamma: np.ndarray, beta: np.ndarray, tau: np.ndarray, alpha: np.ndarray, delta: np.ndarray,
                 scale: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Constrained starting values of the model's sites from a MAP (:class:`models.irt_judges.PooledJudgesFit`)."""
+    """Constrained starting values of the model's sites from a MAP (:class:`rcp_jax.models.irt_judges.PooledJudgesFit`)."""
     u, v = item_contrasts(np.log(np.asarray(gamma)), np.asarray(beta))
     h = helmert_matrix(len(delta))
     out = {"u": u, "v": v, "tau": np.asarray(tau), "alpha": np.asarray(alpha), "d": np.asarray(delta) @ h}

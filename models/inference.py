@@ -1,10 +1,10 @@
-"""Inference for the NumPyro models of :mod:`models.bayes`: MAP, NUTS, SVI, batched NUTS and SBC.
+"""Inference for the NumPyro models of :mod:`rcp_jax.models.bayes`: MAP, NUTS, SVI, batched NUTS and SBC.
 
 Every routine takes the model function and its keyword arguments (arrays), an explicit integer seed,
 and returns plain NumPy draws:
 
 * :func:`find_map` - posterior mode in the model's own (constrained) coordinates, no Jacobian: for
-  :func:`models.bayes.calibration_model` this is exactly :func:`models.irt.fit_2pl_calibration`.
+  :func:`rcp_jax.models.bayes.calibration_model` this is exactly :func:`rcp_jax.models.irt.fit_2pl_calibration`.
   L-BFGS (optax) on unconstrained parameters, one jit-compiled ``while_loop``.
 * :func:`run_nuts` - NUTS with several chains, one XLA program for the whole run. On one CPU device the
   chains run one after another (``chain_method="sequential"``), on one accelerator vectorised

@@ -15,12 +15,12 @@ ability ``tau_j theta_i + alpha_j`` is common to every judge, and each judge k a
   mean 1. Without it every ``lambda_k = 1``.
 * ``tau = softplus(t)``, ``alpha``: per query, shared by the judges (they share the BT scores).
 
-MAP objective (mean scale, as :mod:`models.irt`): mean binomial NLL over answers + (1 / NC) sum_j
+MAP objective (mean scale, as :mod:`rcp_jax.models.irt`): mean binomial NLL over answers + (1 / NC) sum_j
 [(tau_j - 1)^2 / 2 + alpha_j^2 / (2 * 2^2)] + ridge/2 (|u|^2 + |v|^2 + |d|^2 + |l|^2). It is solved by
 Levenberg-Marquardt Newton on all parameters at once (exact dense Hessian by autodiff: 2C + 2Q + 2K
 parameters, fine up to a few thousand queries; one compiled program per problem size gives value,
 gradient and Hessian, and the same Hessian gives the intervals). Standard errors of delta and log lambda come from the
-inverse Hessian at the mode (a Laplace approximation); :mod:`models.bayes_judges` gives the posterior.
+inverse Hessian at the mode (a Laplace approximation); :mod:`rcp_jax.models.bayes_judges` gives the posterior.
 
 Why pooled BT scores: a judge's severity cannot be seen in its tournament (window scores are relative,
 and BT scores are centred per query), and with one tau/alpha per (query, judge) a judge's offset would
@@ -36,8 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models import irt
-from models.irt.items import _SOFTPLUS_INV_ONE, _binomial_nll
+from rcp_jax.models import irt
+from rcp_jax.models.irt.items import _SOFTPLUS_INV_ONE, _binomial_nll
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,7 @@ def rubric_answers(rng: np.random.Generator, truth: JudgeTruth, query: int, docs
 
     ``severity`` and ``discrimination`` make another judge of the same criteria:
     ``P(yes) = sigmoid(discrimination * gamma_c (r_i - beta_c - severity))`` (a stricter judge has
-    severity > 0; the pooled model of :mod:`models.irt_judges` estimates both).
+    severity > 0; the pooled model of :mod:`rcp_jax.models.irt_judges` estimates both).
     """
     r = truth.relevance[query][np.asarray(docs)]
     p = 1.0 / (1.0 + np.exp(-discrimination * truth.gamma * (r[:, None] - truth.beta - severity)))

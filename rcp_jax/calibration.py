@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from models import irt
+from rcp_jax.models import irt
 from rcp_jax.encoding.answers import answer_counts
 from rcp_jax.encoding.ids import codes_at, id_codes, order_by_code_and_id, run_starts
 from rcp_jax.errors import CalibrationError, DataError
@@ -88,7 +88,7 @@ class Calibration:
         method: ``map`` (frozen-BT 2PL) or ``rubric_only``.
         info: fit diagnostics (objective, iterations, converged, ...).
         rubric: the rubric the answers were given to, ``{"name", "hash", "criteria": [K names], "source"}``
-            (:meth:`judging.rubric.Rubric.summary`; set by ``rcp-jax fit`` from the store), or ``None`` when
+            (:meth:`rcp_jax.judging.rubric.Rubric.summary`; set by ``rcp-jax fit`` from the store), or ``None`` when
             unknown. Its names label reports and plots (:attr:`labels`); ``criteria`` stays ``C1..CK``.
     """
 
@@ -248,7 +248,7 @@ def _restart_collapsed(fit, cells, *, ridge, dtype, max_iter, attempts: int = 2)
     The Newton iteration works on ``t`` with ``tau = softplus(t)``: an early step can throw ``t`` far
     negative, where its gradient vanishes and the query stays at tau ~ 0 although a much better optimum
     exists (seen when other queries are degenerate). Since the solver bounds the step in ``t``
-    (``models.irt.MAX_T_STEP``) this no longer happens on the data that showed it; the restart stays as a
+    (``rcp_jax.models.irt.MAX_T_STEP``) this no longer happens on the data that showed it; the restart stays as a
     safety net. Restarting from the fitted items, with those queries' (tau, alpha) reset to (1, 0), finds
     the better optimum; a restart is kept only if it lowers the objective.
     """

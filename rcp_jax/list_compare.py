@@ -20,13 +20,13 @@ Rules, in words:
 - The share of each list is over decided queries; ``p_binomial`` is the two-sided exact binomial test of
   a 50/50 split among them.
 
-The judging goes through :func:`judging.judge_windows` (stage ``"lists"``, windows of list A then list B
+The judging goes through :func:`rcp_jax.judging.judge_windows` (stage ``"lists"``, windows of list A then list B
 with ``split`` = len(A)), so answers are stored, resumed and re-used like every other judgement; any
 :mod:`judging` judge works (``SimulatedJudge`` offline, ``LiteLLMJudge`` for a real model).
 
 Example (offline)::
 
-    from judging import SimulatedJudge
+    from rcp_jax.judging import SimulatedJudge
     from rcp_jax.list_compare import compare_ideal_lists_sync
     result = compare_ideal_lists_sync(calibration, judges=[SimulatedJudge(latent, seed=s) for s in (0, 1, 2)],
                                       store="store/", documents=texts, queries=queries, k=10)
@@ -47,8 +47,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from judging import JudgementStore, judge_windows
-from judging.records import Judgement, Window
+from rcp_jax.judging import JudgementStore, judge_windows
+from rcp_jax.judging.records import Judgement, Window
 from rcp_jax.errors import DataError
 
 __all__ = [
@@ -349,11 +349,11 @@ async def compare_ideal_lists(
         judges: one judge, a sequence (named by their model strings, repeats numbered) or ``{name: judge}``.
         store: judgement store folder (or an open :class:`judging.JudgementStore`); answers go to its
             ``lists.jsonl`` and are re-used by a later run.
-        documents, queries: texts, as :func:`judging.judge_windows` takes them.
+        documents, queries: texts, as :func:`rcp_jax.judging.judge_windows` takes them.
         gains: ``{name_x: table, name_y: table}`` of ``query_id, doc_id, gain`` instead of a calibration.
         names: the list names when built from a calibration (default ``("rcp", "count")``).
         k: list length (the paper: 10). seed: tie-break seed. concurrency, max_attempts: as for
-            :func:`judging.judge_windows` (per judge; the judges run concurrently).
+            :func:`rcp_jax.judging.judge_windows` (per judge; the judges run concurrently).
 
     Returns:
         :class:`ListComparison`.
@@ -413,7 +413,7 @@ def compare_ideal_lists_sync(calibration=None, **kwargs) -> ListComparison:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        from judging.loop import run as run_interruptible  # no coroutine left un-awaited on Ctrl-C
+        from rcp_jax.judging.loop import run as run_interruptible  # no coroutine left un-awaited on Ctrl-C
 
         return run_interruptible(compare_ideal_lists(calibration, **kwargs))
     raise DataError("compare_ideal_lists_sync was called inside a running event loop (e.g. Jupyter); use "

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from models import bradley_terry
+from rcp_jax.models import bradley_terry
 from rcp_jax.encoding.ids import id_strings
 from rcp_jax.encoding.windows import WINDOW_COLUMNS, WindowArrays, encode_window_scores
 

@@ -228,7 +228,7 @@ def demo_windows():
 
 
 def _judged(judge, picks):
-    from judging.parse import parse_answer
+    from rcp_jax.judging.parse import parse_answer
 
     out = []
     for q, ws in picks:
@@ -243,7 +243,7 @@ def _judged(judge, picks):
 def test_the_good_judge_passes_doctor_sized_samples(demo_windows, noise):
     # what doctor asks: two pairs of 10 documents from two queries; noise 2 is the spread of relevance within
     # a query (sd 2.2), noise 5 more than twice it
-    from judging import SimulatedJudge
+    from rcp_jax.judging import SimulatedJudge
 
     latent, windows = demo_windows
     queries = sorted(windows)
@@ -262,7 +262,7 @@ def test_the_good_judge_passes_doctor_sized_samples(demo_windows, noise):
 
 
 def test_the_good_judge_passes_a_whole_store(demo_windows):
-    from judging import SimulatedJudge
+    from rcp_jax.judging import SimulatedJudge
 
     latent, windows = demo_windows
     table = _table(_judged(SimulatedJudge(latent, seed=0), list(windows.items())))

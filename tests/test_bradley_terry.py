@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import rcp_jax
-from models import bradley_terry
-from models.simulate import simulate_judgements
+from rcp_jax.models import bradley_terry
+from rcp_jax.models.simulate import simulate_judgements
 from tests.helpers.bt_reference import scipy_bt
 
 
@@ -126,7 +126,7 @@ def test_float64_fit_on_worker_threads_stays_float64():
     (they once ran in float32, hit the iteration cap and returned float32-accurate scores)."""
     import jax.numpy as jnp
 
-    from models import bradley_terry, simulate
+    from rcp_jax.models import bradley_terry, simulate
 
     sim = simulate.simulate_judgements(2, [12, 9, 15])
     nd = sim.truth.n_docs

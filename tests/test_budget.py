@@ -169,7 +169,7 @@ def test_rerun_resumes_without_calls_and_more_budget_pays_only_the_rest(tiny):
 def test_fixed_protocol_afterwards_reuses_the_seed(tiny):
     # the fixed protocol's answer-independent windows (round 1 and the balanced rubric), asked into the
     # budgeted store, cost only those the seed did not ask: the records are the same windows
-    from judging import judge_windows_sync
+    from rcp_jax.judging import judge_windows_sync
 
     sim, folder, settings, _ = tiny
     store = folder / "fixed_after"

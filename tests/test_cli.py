@@ -21,7 +21,7 @@ def test_no_verb_prints_help_and_exits_2(capsys):
 
 
 def test_judge_errors_become_exit_codes_not_tracebacks(monkeypatch, capsys):
-    from judging.errors import JudgeAuthError, JudgeInputError
+    from rcp_jax.judging.errors import JudgeAuthError, JudgeInputError
     from rcp_jax.cli import fit
 
     def boom(_args):

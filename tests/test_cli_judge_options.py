@@ -11,8 +11,8 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from judging import LiteLLMJudge, SimulatedJudge, Window, judge_windows_sync  # noqa: E402
-from judging.testing_server import Fault, FakeOpenAIServer, per_window  # noqa: E402
+from rcp_jax.judging import LiteLLMJudge, SimulatedJudge, Window, judge_windows_sync  # noqa: E402
+from rcp_jax.judging.testing_server import Fault, FakeOpenAIServer, per_window  # noqa: E402
 from rcp_jax.cli import build_parser, main  # noqa: E402
 from rcp_jax.cli import _judge_options as J  # noqa: E402
 from rcp_jax.errors import DataError  # noqa: E402
@@ -63,7 +63,7 @@ def test_options_reach_the_judge(monkeypatch):
     defaults = judge_args()
     assert (defaults.timeout, defaults.max_attempts, defaults.stop_after_invalid, defaults.concurrency) == (
         120.0, 3, 20, "auto")
-    from judging.run import DEFAULT_MAX_ATTEMPTS, DEFAULT_STOP_AFTER_INVALID
+    from rcp_jax.judging.run import DEFAULT_MAX_ATTEMPTS, DEFAULT_STOP_AFTER_INVALID
 
     assert (J.DEFAULT_MAX_ATTEMPTS, J.DEFAULT_STOP_AFTER_INVALID) == (DEFAULT_MAX_ATTEMPTS, DEFAULT_STOP_AFTER_INVALID)
     sim = J.build_judge(judge_args("--max-attempts", "2"), {"q": {"d": 0.0}})
@@ -188,8 +188,8 @@ def test_a_context_overflow_advises_options_that_exist(fake, tiny_inputs, tmp_pa
     option it names is one `rcp-jax judge` takes, and --max-window-chars reaches the judge and its family."""
     import re
 
-    from judging import JudgeRequestError
-    from judging.judge import DEFAULT_MAX_WINDOW_CHARS
+    from rcp_jax.judging import JudgeRequestError
+    from rcp_jax.judging.judge import DEFAULT_MAX_WINDOW_CHARS
 
     assert J.DEFAULT_MAX_WINDOW_CHARS == DEFAULT_MAX_WINDOW_CHARS == judge_args().max_window_chars
     queries, documents = tiny_inputs

@@ -16,7 +16,7 @@ import sys
 import pandas as pd
 import pytest
 
-from judging import SimulatedJudge
+from rcp_jax.judging import SimulatedJudge
 from rcp_jax.cli import main
 from rcp_jax.pipeline import PipelineInput, judge_collection_sync
 

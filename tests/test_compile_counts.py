@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models import bayes, inference
+from rcp_jax.models import bayes, inference
 from rcp_jax.stats.paired import randomisation_test
 
 _LOWERED: list[str] = []

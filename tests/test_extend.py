@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from judging import SimulatedJudge, judge_windows_sync
+from rcp_jax.judging import SimulatedJudge, judge_windows_sync
 from rcp_jax.calibration import load_calibration
 from rcp_jax.cli import main
 from rcp_jax.errors import DataError
@@ -69,7 +69,7 @@ def test_extension_windows_mix_new_documents_with_anchors_of_every_stratum():
 # the anchored BT fit
 # --------------------------------------------------------------------------------------------------
 def test_anchored_fit_recovers_a_known_score_exactly():
-    from models.anchored import fit_anchored
+    from rcp_jax.models.anchored import fit_anchored
 
     rng = np.random.default_rng(0)
     anchors = np.linspace(-2.0, 2.0, 9)
@@ -163,7 +163,7 @@ def _quick_calibration(store, folder) -> None:
     """A calibration of the store's documents without a JAX fit (the fixture stays cheap): each document's BT
     score is its mean within-window centred score, tau 1, alpha 0, the simulator's items. The extension reads
     only these numbers; the fits themselves are checked above and by benchmarks/extend.py."""
-    from judging.offline import DEFAULT_BETA, DEFAULT_GAMMA
+    from rcp_jax.judging.offline import DEFAULT_BETA, DEFAULT_GAMMA
     from rcp_jax.calibration import Calibration, save_calibration
     from rcp_jax.metrics import gain
     from rcp_jax.pipeline import store_tables
@@ -191,7 +191,7 @@ def _quick_calibration(store, folder) -> None:
 def _judge_small_store(store, rows, pools) -> None:
     """A store judged like `rcp-jax judge --model simulated` would, but only round 1 and the balanced rubric half
     (no refits between rounds, so the fixture compiles little): the same judge, latent and identity."""
-    from judging import JudgementStore
+    from rcp_jax.judging import JudgementStore
     from rcp_jax import schedule as S
     from rcp_jax.cli._common import latent_from_qrels
     from rcp_jax.store_identity import check_store_identity
@@ -234,7 +234,7 @@ def test_cli_round_trip_extends_resumes_and_evaluates(world, capsys):
     rows = [json.loads(line) for line in world["rows"].read_text().splitlines()]
     texts = {d: t for r in rows for d, t in zip(r["doc_ids"], r["docs"])}
     judge = SimulatedJudge(latent_from_qrels(grown, qrels, 0), seed=0)
-    from judging import JudgementStore
+    from rcp_jax.judging import JudgementStore
 
     with JudgementStore(world["store"]) as st:
         append_event(world["store"], "started", plan.extension)
@@ -326,7 +326,7 @@ def test_extension_log_survives_a_torn_last_line(tmp_path):
 def test_rubric_check_tells_a_misplaced_document_from_a_well_placed_one():
     # answers drawn at the placed ability fit (small z); answers drawn 1.5 lower (documents placed too high,
     # as when tau and alpha are extrapolated) do not (large z, the criterion's observed share below its prediction)
-    from judging.offline import DEFAULT_BETA, DEFAULT_GAMMA
+    from rcp_jax.judging.offline import DEFAULT_BETA, DEFAULT_GAMMA
     from rcp_jax.calibration import Calibration
     from rcp_jax.extension import rubric_check
 

@@ -12,9 +12,9 @@ from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
 import rcp_jax
-from models import irt
-from models.bradley_terry import fit_windows
-from models.simulate import simulate_judgements
+from rcp_jax.models import irt
+from rcp_jax.models.bradley_terry import fit_windows
+from rcp_jax.models.simulate import simulate_judgements
 
 CRIT = [f"C{i}" for i in range(1, 6)]
 

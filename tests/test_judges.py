@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from judging import judge_windows
-from judging.offline import SimulatedJudge, synthetic_dataset
-from models import simulate as sim
-from models.irt_judges import JudgeCells, fit_pooled_judges
+from rcp_jax.judging import judge_windows
+from rcp_jax.judging.offline import SimulatedJudge, synthetic_dataset
+from rcp_jax.models import simulate as sim
+from rcp_jax.models.irt_judges import JudgeCells, fit_pooled_judges
 from rcp_jax.cli import main
 from rcp_jax.errors import DataError
 from rcp_jax.judges import cohen_kappa, list_judges, select_judges, shared_answers
@@ -84,9 +84,9 @@ def test_pooled_fit_recovers_known_severity_and_scale():
 def _check_nuts_path(jc, fit, severity, scale):
     """The Bayesian path of the pooled model (``fit --judges --method nuts``): a short NUTS run from the MAP
     keeps the conventions (sum 0, geometric mean 1), centres near the MAP and covers the known offsets."""
-    from models import inference
-    from models.bayes_judges import init_values, pooled_judges_model
-    from models.irt_judges import padded_arrays
+    from rcp_jax.models import inference
+    from rcp_jax.models.bayes_judges import init_values, pooled_judges_model
+    from rcp_jax.models.irt_judges import padded_arrays
 
     query, theta, criterion, judge, passes, trials = (
         x.astype(np.float32) if x.dtype.kind == "f" else x for x in padded_arrays(jc))

@@ -16,13 +16,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models import bradley_terry as bt
-from models import irt
-from models._newton import lm_newton
-from models.bradley_terry import batching as bt_batching
-from models.bradley_terry import kernel as bt_kernel
-from models.irt import calibration_fit as irt_calibration_fit
-from models.simulate import simulate_judgements
+from rcp_jax.models import bradley_terry as bt
+from rcp_jax.models import irt
+from rcp_jax.models._newton import lm_newton
+from rcp_jax.models.bradley_terry import batching as bt_batching
+from rcp_jax.models.bradley_terry import kernel as bt_kernel
+from rcp_jax.models.irt import calibration_fit as irt_calibration_fit
+from rcp_jax.models.simulate import simulate_judgements
 from tests.helpers.bt_reference import scipy_bt  # the objective written pair by pair, minimised in float64
 
 

@@ -16,10 +16,25 @@ def _modules_after_import(statement: str) -> set[str]:
 
 
 def _top_level(mods: set[str]) -> set[str]:
-    return {m.split(".")[0] for m in mods}
+    """The packages ``mods`` belong to: a third-party top-level name, ``models`` or ``judging`` for the two
+    installed under rcp_jax, ``rcp_jax`` for the rest of rcp_jax; the bare facade ``rcp_jax`` (its
+    ``__init__`` loads nothing else, tested below) belongs to none, as every rcp_jax.models or
+    rcp_jax.judging import runs it."""
+    tops = set()
+    for m in mods:
+        if m == "rcp_jax":
+            continue
+        for inner in ("models", "judging"):
+            if m == f"rcp_jax.{inner}" or m.startswith(f"rcp_jax.{inner}."):
+                tops.add(inner)
+                break
+        else:
+            tops.add(m.split(".")[0])
+    return tops
 
 
-MODELS_MODULES = ["models", "models.bradley_terry", "models.irt", "models.simulate", "models._newton"]
+MODELS_MODULES = ["rcp_jax.models", "rcp_jax.models.bradley_terry", "rcp_jax.models.irt", "rcp_jax.models.simulate",
+                  "rcp_jax.models._newton"]
 MODELS_FORBIDDEN = ("pandas", "litellm", "judging", "rcp_jax")
 
 
@@ -34,17 +49,17 @@ def models_imports() -> dict[str, set[str]]:
     package is one that imports it."""
     import pkgutil
 
-    import models
+    import rcp_jax.models
 
-    found = {f"models.{m.name}" for m in pkgutil.iter_modules(models.__path__)}
+    found = {f"rcp_jax.models.{m.name}" for m in pkgutil.iter_modules(rcp_jax.models.__path__)}
     order = MODELS_MODULES + sorted(found - set(MODELS_MODULES))
     code = ("import importlib, json, sys\nseen = {}\n"
             f"for m in {order!r}:\n"
             "    importlib.import_module(m)\n"
-            "    seen[m] = sorted({k.split('.')[0] for k in sys.modules})\n"
+            "    seen[m] = sorted(sys.modules)\n"
             "print(json.dumps(seen))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return {m: set(tops) for m, tops in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+    return {m: _top_level(set(mods)) for m, mods in json.loads(out.stdout.strip().splitlines()[-1]).items()}
 
 
 @pytest.mark.parametrize("module", MODELS_MODULES)
@@ -57,9 +72,9 @@ def test_models_imports_only_numeric_stack(module, models_imports):
 def test_every_models_module_is_covered(models_imports):
     import pkgutil
 
-    import models
+    import rcp_jax.models
 
-    found = {f"models.{m.name}" for m in pkgutil.iter_modules(models.__path__)}
+    found = {f"rcp_jax.models.{m.name}" for m in pkgutil.iter_modules(rcp_jax.models.__path__)}
     extra = sorted(found - set(MODELS_MODULES))
     assert set(extra) <= set(models_imports)
     for module in extra:
@@ -68,16 +83,26 @@ def test_every_models_module_is_covered(models_imports):
             assert forbidden not in top, f"{module} imports {forbidden}"
 
 
-def test_judging_imports_no_jax():
+def test_judging_imports_no_jax_and_is_lazy_about_litellm():
+    # one fresh interpreter importing every judging module in turn: the set after module k is the union of
+    # the import closures of modules 1..k, so the first module whose set holds a forbidden package imports it
     import pkgutil
 
-    import judging
+    import rcp_jax.judging
 
-    names = ["judging"] + [f"judging.{m.name}" for m in pkgutil.iter_modules(judging.__path__)]
-    stmt = "\n".join(f"import {n}" for n in names)
-    top = _top_level(_modules_after_import(stmt))
-    for forbidden in ("jax", "jaxlib", "numpyro", "optax", "models", "rcp_jax"):
-        assert forbidden not in top, f"judging imports {forbidden}"
+    names = ["rcp_jax.judging"] + [m.name for m in pkgutil.walk_packages(rcp_jax.judging.__path__, "rcp_jax.judging.")]
+    code = ("import importlib, json, sys\nseen = {}\n"
+            f"for m in {names!r}:\n"
+            "    importlib.import_module(m)\n"
+            "    seen[m] = sorted(sys.modules)\n"
+            "print(json.dumps(seen))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(seen) == len(names) > 10
+    for module in names:
+        # litellm and aiohttp load only when a judge actually runs
+        bad = _top_level(set(seen[module])) & {"jax", "jaxlib", "numpyro", "optax", "models", "rcp_jax", "litellm", "aiohttp"}
+        assert not bad, f"after importing {module}: {sorted(bad)} are loaded"
 
 
 HEAVY = ("jax", "jaxlib", "numpyro", "optax", "numpy", "pandas", "scipy", "litellm", "matplotlib", "models", "judging")
@@ -85,13 +110,14 @@ HEAVY = ("jax", "jaxlib", "numpyro", "optax", "numpy", "pandas", "scipy", "litel
 
 def test_rcp_jax_imports_cleanly():
     # the public names resolve on first use: importing the package pulls in no numeric stack ...
-    top = _top_level(_modules_after_import("import rcp_jax"))
-    assert "rcp_jax" in top
+    loaded = _modules_after_import("import rcp_jax")
+    assert {m for m in loaded if m.split(".")[0] == "rcp_jax"} == {"rcp_jax"}
+    top = _top_level(loaded)
     for heavy in HEAVY:
         assert heavy not in top, f"import rcp_jax imports {heavy}"
     # ... and the first use of a fitting function brings in models
     top = _top_level(_modules_after_import("import rcp_jax\nrcp_jax.calibrate"))
-    assert "rcp_jax" in top and "models" in top
+    assert "rcp_jax" in top and "models" in top and "judging" not in top
 
 
 def test_cli_help_imports_no_numeric_stack():
@@ -111,15 +137,19 @@ from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "rcp_jax"
+# installed package -> repository folder (pyproject.toml's package-dir)
+FOLDERS = {"rcp_jax": PKG, "rcp_jax.models": ROOT / "models", "rcp_jax.judging": ROOT / "judging"}
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(path: Path, package: str, folder: Path) -> str:
+    parts = [package, *path.relative_to(folder).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _rcp_modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in sorted(PKG.rglob("*.py")) if "__pycache__" not in p.parts}
+    """Every module of the installed rcp_jax (rcp_jax/, models/ as rcp_jax.models, judging/ as rcp_jax.judging)."""
+    return {_module_name(p, package, folder): p for package, folder in FOLDERS.items()
+            for p in sorted(folder.rglob("*.py")) if "__pycache__" not in p.parts}
 
 
 def _unit(module: str) -> str:
@@ -298,6 +328,7 @@ def test_no_module_shares_a_name_with_a_public_function():
 
 @pytest.mark.parametrize("module, forbidden", [
     ("rcp_jax.data", ("jax", "scipy", "matplotlib", "judging", "models")),
+    ("rcp_jax.judging", ("jax", "numpyro", "optax", "scipy", "matplotlib", "litellm", "aiohttp", "models", "rcp_jax")),
     ("rcp_jax.evaluation", ("jax", "scipy", "matplotlib", "judging", "models")),
     ("rcp_jax.schedule", ("jax", "pandas", "scipy", "matplotlib", "models")),
     ("rcp_jax.cli", HEAVY),

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from judging import JudgeFamily, Judgement, SimulatedJudge, Usage, Window, read_judgements
+from rcp_jax.judging import JudgeFamily, Judgement, SimulatedJudge, Usage, Window, read_judgements
 from rcp_jax.calibration import Calibration, save_calibration
 from rcp_jax.errors import DataError
 from rcp_jax.list_compare import (

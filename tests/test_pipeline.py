@@ -8,8 +8,8 @@ import pytest
 from scipy.stats import kendalltau
 
 import rcp_jax
-from judging import SimulatedJudge
-from models.simulate import simulate_truth
+from rcp_jax.judging import SimulatedJudge
+from rcp_jax.models.simulate import simulate_truth
 from rcp_jax.pipeline import PipelineInput, run_pipeline, write_outputs
 
 N_Q, N_DOCS = 8, 40

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from judging import JudgementStore, SimulatedJudge, synthetic_dataset
-from judging.rubric import RubricError, builtin_rubric, load_rubric
+from rcp_jax.judging import JudgementStore, SimulatedJudge, synthetic_dataset
+from rcp_jax.judging.rubric import RubricError, builtin_rubric, load_rubric
 from rcp_jax.calibration import load_calibration
 from rcp_jax.cli import main
 from rcp_jax.extension import check_store

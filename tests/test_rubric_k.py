@@ -15,8 +15,8 @@ from numpyro import handlers
 from numpyro.infer.util import log_density
 
 import rcp_jax
-from models import bayes, irt
-from models.simulate import simulate_judgements
+from rcp_jax.models import bayes, irt
+from rcp_jax.models.simulate import simulate_judgements
 
 ITEMS = {
     3: ([1.3, 1.0, 0.7], [-2.0, 0.3, 1.7]),

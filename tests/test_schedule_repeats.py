@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from judging import SimulatedJudge
-from judging.store import read_judgements
-from models import simulate
+from rcp_jax.judging import SimulatedJudge
+from rcp_jax.judging.store import read_judgements
+from rcp_jax.models import simulate
 from rcp_jax import schedule as S
 from rcp_jax.pipeline import PipelineInput, judge_collection_sync
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.bradley_terry import fit_windows
-from models.simulate import balanced_windows, rubric_answers, simulate_judgements, simulate_truth, true_gain
+from rcp_jax.models.bradley_terry import fit_windows
+from rcp_jax.models.simulate import balanced_windows, rubric_answers, simulate_judgements, simulate_truth, true_gain
 
 
 def test_bt_scale_follows_judge_decisiveness():

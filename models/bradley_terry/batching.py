@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models.bradley_terry.devices import _run_blocks, _run_sharded, default_chunk
-from models.bradley_terry.kernel import _fit_block_jit
-from models.bradley_terry.objective import DEFAULT_RIDGE
+from rcp_jax.models.bradley_terry.devices import _run_blocks, _run_sharded, default_chunk
+from rcp_jax.models.bradley_terry.kernel import _fit_block_jit
+from rcp_jax.models.bradley_terry.objective import DEFAULT_RIDGE
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ SMALL_POOL_WIDTH = 10
 
 def _slot_bucket(n: int) -> int:
     """Windows per query of a call on the per-query path (``chunk = 1``): a power of two, at least
-    :data:`MIN_SLOTS`. Padding slots cost nothing there (:func:`~models.bradley_terry.kernel._query_scatter` stops
+    :data:`MIN_SLOTS`. Padding slots cost nothing there (:func:`~rcp_jax.models.bradley_terry.kernel._query_scatter` stops
     at a query's last window), so a coarse bucket keeps refits with more windows on the same compiled program."""
     return max(MIN_SLOTS, _next_pow2(n))
 

@@ -8,7 +8,7 @@ from functools import lru_cache, partial
 import jax
 import numpy as np
 
-from models.bradley_terry.kernel import _fit_block_jit, _fit_queries
+from rcp_jax.models.bradley_terry.kernel import _fit_block_jit, _fit_queries
 
 
 def default_chunk(devices: Sequence[jax.Device]) -> int | None:
@@ -30,12 +30,12 @@ def _default_threads() -> int:
 
 
 def _run_blocks(windows, m, ridge, tol, max_iter: int, block: int, chunk: int, threads: int | None):
-    """:func:`~models.bradley_terry.kernel._fit_queries` on one device, ``block`` queries per call (``Q`` a
+    """:func:`~rcp_jax.models.bradley_terry.kernel._fit_queries` on one device, ``block`` queries per call (``Q`` a
     multiple of it), the calls run from a thread pool of ``threads`` workers (JAX's CPU client executes them
-    in parallel); ``windows`` (:class:`~models.bradley_terry.batching._PaddedWindows`) pads each block's windows.
+    in parallel); ``windows`` (:class:`~rcp_jax.models.bradley_terry.batching._PaddedWindows`) pads each block's windows.
 
     Every call is the same compiled program whatever ``Q``; each query's result is the same whatever the
-    split (queries are fitted independently). Returns numpy arrays as :func:`~models.bradley_terry.kernel._fit_block`.
+    split (queries are fitted independently). Returns numpy arrays as :func:`~rcp_jax.models.bradley_terry.kernel._fit_block`.
     """
     q = m.shape[0]
     parts = _default_threads() if threads is None else max(1, int(threads))

@@ -13,9 +13,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from models.bradley_terry.components import _components
-from models.bradley_terry.newton import _centre, _log_odds_start, _newton
-from models.bradley_terry.objective import LABEL_CLIP, _pair_parts
+from rcp_jax.models.bradley_terry.components import _components
+from rcp_jax.models.bradley_terry.newton import _centre, _log_odds_start, _newton
+from rcp_jax.models.bradley_terry.objective import LABEL_CLIP, _pair_parts
 
 
 def _fit_parts(both, anti, total, mask, ridge, tol, *, max_iter: int):
@@ -38,7 +38,7 @@ def _fit_parts(both, anti, total, mask, ridge, tol, *, max_iter: int):
 
 def _fit_block(doc_index, scores, window_query, mask, ridge, tol, *, max_iter: int):
     """Whole fit of one padded block of queries from its windows (traced; see
-    :func:`~models.bradley_terry.batching.fit_windows`).
+    :func:`~rcp_jax.models.bradley_terry.batching.fit_windows`).
 
     Returns ``(theta, se, labels, n_components, iterations)``, the last broadcast to int[Q].
     """
@@ -85,7 +85,7 @@ def _block_pairs(doc_index, scores, n_docs: int):
     lim = 1.0 - 2.0 * LABEL_CLIP
     # the pairs (slot i, slot i + k) of every window for one offset k at a time, each piece a plain
     # elementwise pass over slices (XLA's CPU code for one concatenation of the pair slots per window, as
-    # :func:`~models.bradley_terry.objective._first` builds it, is slower)
+    # :func:`~rcp_jax.models.bradley_terry.objective._first` builds it, is slower)
     cells, weights, nets = [], [], []
     for k in range(1, w):
         a, b = d[:, :, : w - k], d[:, :, k:]

@@ -4,7 +4,7 @@ Newton systems are solved by Jacobi-preconditioned conjugate gradients on the He
 form (:func:`_pcg`: O(N^2) per product instead of a batched O(N^3) Cholesky), starting from a weighted
 least-squares fit of the pairwise log-odds (:func:`_log_odds_start`), which saves Newton iterations. A
 trial point costs one ``exp`` and one ``log1p`` per pair and gives loss, gradient and curvatures together
-(:func:`~models.bradley_terry.objective._sym_eval`).
+(:func:`~rcp_jax.models.bradley_terry.objective._sym_eval`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models.bradley_terry.objective import (
+from rcp_jax.models.bradley_terry.objective import (
     DEFAULT_RIDGE, LABEL_CLIP, _normalise, _sym_diag, _sym_eval, _sym_loss, _symmetric_parts,
 )
 
@@ -124,7 +124,7 @@ def _newton(both, net, theta0, ridge, tol, max_iter: int):
     that ends the iteration is applied in full without evaluating loss and gradient there (near the optimum a Newton
     step that small passes the Armijo test), and only the Hessian diagonal is refreshed for the standard errors
     (:func:`_sym_diag`). The returned ``grad`` and ``curv`` are then those of the last evaluated point. All queries
-    of the batch iterate together; :func:`~models.bradley_terry.batching.fit_windows` batches one query at a time on
+    of the batch iterate together; :func:`~rcp_jax.models.bradley_terry.batching.fit_windows` batches one query at a time on
     CPU, so each stops on its own.
     """
     q, n = theta0.shape
@@ -207,7 +207,7 @@ def fit_map(
     """MAP Bradley-Terry scores of a padded batch of queries by damped Newton.
 
     Args:
-        wins: float[Q, N, N] soft win statistics (:func:`~models.bradley_terry.objective.pair_statistics`); padded
+        wins: float[Q, N, N] soft win statistics (:func:`~rcp_jax.models.bradley_terry.objective.pair_statistics`); padded
         documents have zero
             rows and columns.
         mask: bool[Q, N] real documents.

@@ -12,11 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models.irt.map_objective import _cell_totals, _cm_eval, _derivs_from_moments
-from models.irt.cells import (
+from rcp_jax.models.irt.map_objective import _cell_totals, _cm_eval, _derivs_from_moments
+from rcp_jax.models.irt.cells import (
     CalibrationCells, CriterionMajorCells, _criterion_major, _damping_queries, _padded_queries, _query_slots,
 )
-from models.irt.items import DEFAULT_RIDGE, _SOFTPLUS_INV_ONE, item_parameters
+from rcp_jax.models.irt.items import DEFAULT_RIDGE, _SOFTPLUS_INV_ONE, item_parameters
 
 
 #: Largest change of t = softplus^-1(tau) in one Newton step of the calibration (a trust region on t).
@@ -53,7 +53,7 @@ def _calibrate_newton_impl(theta, passes, trials, u0, v0, t0, a0, ridge, tol, n_
     ``theta, passes, trials: float[Q, C, K]`` criterion-major cells (``theta`` and ``trials`` may be float[Q, 1, K]
     when they are the same for every criterion). Natural parameters per query are
     ``(gamma, beta, tau, alpha)``; their gradient and Hessian blocks are closed-form in the five
-    moments of :func:`~models.irt.map_objective._moments`, then carried to the raw parameters
+    moments of :func:`~rcp_jax.models.irt.map_objective._moments`, then carried to the raw parameters
     ``(u, v, t, alpha)`` by the chain rule (``gamma = C softmax(u)``, ``beta = v - mean v``,
     ``tau = softplus(t)``). The shared 2C x 2C system is solved after eliminating every query's 2 x 2
     block, so an iteration costs O(cells + Q C^2). Each iteration makes one pass over the cells
@@ -157,10 +157,10 @@ def fit_2pl_calibration(
         :class:`CalibrationFit` (float64 arrays).
 
     ``cells`` may also come laid out already (:class:`CriterionMajorCells`, from
-    :func:`~models.irt.cells.criterion_major_cells` with the same ``dtype`` and ``devices``): no float[Q, M] cells
-    and no copy. The query count is padded to a power of two, at least :data:`~models.irt.cells.MIN_CAL_QUERIES`
-    (from :data:`~models.irt.cells.FINE_QUERY_SLOTS` queries on, to :func:`~models.irt.cells._cell_slots`), and the
-    cells per criterion to :func:`~models.irt.cells._cell_slots`, so refits with other query counts reuse the
+    :func:`~rcp_jax.models.irt.cells.criterion_major_cells` with the same ``dtype`` and ``devices``): no float[Q, M] cells
+    and no copy. The query count is padded to a power of two, at least :data:`~rcp_jax.models.irt.cells.MIN_CAL_QUERIES`
+    (from :data:`~rcp_jax.models.irt.cells.FINE_QUERY_SLOTS` queries on, to :func:`~rcp_jax.models.irt.cells._cell_slots`), and the
+    cells per criterion to :func:`~rcp_jax.models.irt.cells._cell_slots`, so refits with other query counts reuse the
     compiled solver; padded queries and cells carry no answers.
     """
     x64 = jnp.dtype(dtype) == jnp.float64

@@ -59,7 +59,7 @@ def calibration_cells(theta: np.ndarray, passes: np.ndarray, trials: np.ndarray)
 
     Args:
         theta: float[Q, N] frozen BT scores.
-        passes, trials: float[Q, N, C] (:func:`~models.irt.items.collapse_placements`).
+        passes, trials: float[Q, N, C] (:func:`~rcp_jax.models.irt.items.collapse_placements`).
 
     Returns:
         :class:`CalibrationCells` with M = N x C cells per query (documents without answers have
@@ -75,7 +75,7 @@ def calibration_cells(theta: np.ndarray, passes: np.ndarray, trials: np.ndarray)
 
 
 #: Fewest queries and cells per criterion of a compiled 2PL calibration
-#: (:func:`~models.irt.calibration_fit.fit_2pl_calibration`): the padding of a small fit costs little, and refits of
+#: (:func:`~rcp_jax.models.irt.calibration_fit.fit_2pl_calibration`): the padding of a small fit costs little, and refits of
 #: other small collections reuse one program.
 MIN_CAL_QUERIES = 64
 MIN_CAL_CELLS = 64
@@ -157,7 +157,7 @@ def criterion_major_cells(
     query: np.ndarray, slot: np.ndarray, theta: np.ndarray, passes: np.ndarray, trials: np.ndarray, n_queries: int,
     *, dtype=jnp.float32, devices=None,
 ) -> CriterionMajorCells:
-    """The criterion-major layout of :func:`~models.irt.calibration_fit.fit_2pl_calibration` straight from
+    """The criterion-major layout of :func:`~rcp_jax.models.irt.calibration_fit.fit_2pl_calibration` straight from
     per-document counts.
 
     Args:

@@ -18,13 +18,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from models.irt.items import ALPHA_PRIOR_SD, DEFAULT_RIDGE, TAU_PRIOR_SD, _binomial_nll, item_parameters
+from rcp_jax.models.irt.items import ALPHA_PRIOR_SD, DEFAULT_RIDGE, TAU_PRIOR_SD, _binomial_nll, item_parameters
 
 
 @jax.jit
 def calibration_objective(u, v, t, alpha, theta, criterion, passes, trials, ridge=DEFAULT_RIDGE):
     """The MAP objective (mean scale) of the 2PL calibration; arrays as in
-    :class:`~models.irt.cells.CalibrationCells`."""
+    :class:`~rcp_jax.models.irt.cells.CalibrationCells`."""
     total = trials.sum()
     return _sum_objective(u, v, t, alpha, theta, criterion, passes, trials, ridge, total) / total
 
@@ -116,7 +116,7 @@ def _cell_totals(passes, trials):
 
 def _calibration_derivs(s, local, theta, passes, trials, ridge):
     """Closed-form gradient and Hessian blocks of the calibration objective (sum scale); see
-    :func:`~models.irt.calibration_fit._calibrate_newton_impl`. Returns ``(g_s [2C], g_l [Q, 2], h_ss [2C, 2C],
+    :func:`~rcp_jax.models.irt.calibration_fit._calibrate_newton_impl`. Returns ``(g_s [2C], g_l [Q, 2], h_ss [2C, 2C],
     h_ls [Q, 2, 2C], h_ll [Q, 2, 2])`` with ``s = (u, v)`` and ``local[:, 0] = t``, ``local[:, 1] = alpha``.
 
     The solver takes the moments from :func:`_cm_eval` and calls :func:`_derivs_from_moments` directly; this

@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models._newton import lm_newton
-from models.irt.items import DEFAULT_RIDGE, _binomial_nll
+from rcp_jax.models._newton import lm_newton
+from rcp_jax.models.irt.items import DEFAULT_RIDGE, _binomial_nll
 
 
 def _rasch_objective(y, passes, trials, ridge):

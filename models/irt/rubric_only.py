@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models._newton import lm_newton
+from rcp_jax.models._newton import lm_newton
 
 
 #: Default ridge of the rubric-only marginal ML (:func:`fit_rubric_only`): small enough to leave the

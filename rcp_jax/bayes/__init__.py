@@ -5,7 +5,7 @@
 - :mod:`rcp_jax.bayes.posterior_ndcg`: :func:`posterior_metrics` (intervals per system, P(A > B) and
   practical equivalence per pair) and :func:`format_posterior_table`.
 
-The models themselves are in :mod:`models.bayes`; plots of the results in :mod:`rcp_jax.plots.bayes`.
+The models themselves are in :mod:`rcp_jax.models.bayes`; plots of the results in :mod:`rcp_jax.plots.bayes`.
 """
 
 from rcp_jax.bayes.posterior import Posterior, diagnostics_summary, fit_posterior, load_posterior, save_posterior

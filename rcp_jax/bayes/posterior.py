@@ -1,8 +1,8 @@
 """Bayesian RCP from tidy tables: posterior draws of items, query calibrations and every gain.
 
 :func:`fit_posterior` is the Bayesian counterpart of :func:`rcp_jax.calibrate`. It builds the padded
-arrays of :mod:`models.bayes`, initialises at the MAP of the foundation fits (fast Newton solves), runs
-NUTS, SVI or a Laplace approximation (:mod:`models.inference`) and returns a :class:`Posterior`:
+arrays of :mod:`rcp_jax.models.bayes`, initialises at the MAP of the foundation fits (fast Newton solves), runs
+NUTS, SVI or a Laplace approximation (:mod:`rcp_jax.models.inference`) and returns a :class:`Posterior`:
 
 * ``idata`` - an arviz ``DataTree`` with named dimensions ``criterion``, ``query``, ``doc`` (groups
   ``posterior``, ``sample_stats`` for NUTS, ``observed_data``, ``constant_data``); the document
@@ -16,7 +16,7 @@ NUTS, SVI or a Laplace approximation (:mod:`models.inference`) and returns a :cl
   criterion never or always passed rests on the prior as in :func:`rcp_jax.fit_rubric_only`;
 * ``gain_draws: float32[S, Q, N]`` for posterior metrics (:func:`rcp_jax.bayes.posterior_ndcg.posterior_metrics`).
 
-Models (see :mod:`models.bayes` for the maths): ``joint`` (BT scores latent: tournament noise flows into
+Models (see :mod:`rcp_jax.models.bayes` for the maths): ``joint`` (BT scores latent: tournament noise flows into
 the gains; **the default** whenever the tournament's window scores are given), ``frozen`` (2PL with BT
 scores as exact covariates, METHOD section 3) and ``rubric_only``.
 Why the joint model is the default: the frozen model treats the BT scores as exact, so its gain
@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from models import bayes, bradley_terry, inference, irt
+from rcp_jax.models import bayes, bradley_terry, inference, irt
 from rcp_jax.bayes.degenerate import informative_criteria, posterior_flags, rest_degenerate_criteria
 from rcp_jax.bayes.diagnostics import ess_bulk, ess_tail, rank_rhat
 from rcp_jax.calibration import Calibration, CalibrationWarning, validate_answers
@@ -116,7 +116,7 @@ ESS_PER_CHAIN_MIN = 100
 # --------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PosteriorInputs:
-    """Padded arrays of a collection, in the layout of :mod:`models.bayes`.
+    """Padded arrays of a collection, in the layout of :mod:`rcp_jax.models.bayes`.
 
     Attributes:
         query_ids: list of Q calibrated query ids (queries with rubric answers).
@@ -309,7 +309,7 @@ class Posterior:
         method: ``map``, ``nuts``, ``svi`` or ``laplace``; model: ``frozen``, ``joint``, ``rubric_only``.
         ci_prob: probability of the equal-tailed intervals (``*_lo``, ``*_hi``).
         settings: the inference settings used (seed, draws, ...).
-        draws: the raw :class:`models.inference.Draws` (what :func:`save_posterior` stores).
+        draws: the raw :class:`rcp_jax.models.inference.Draws` (what :func:`save_posterior` stores).
         flags: what the data could not tell, as the MAP's ``Calibration.info["flags"]``
             (:func:`rcp_jax.bayes.degenerate.posterior_flags`): ``{"kind", "ids", "message"}`` each, warned by
             :func:`fit_posterior` and :func:`rcp_jax.posterior_metrics`.
@@ -540,7 +540,7 @@ def _tables(inputs, model, draws, ability, gain, theta, ci_prob):
 
 @contextlib.contextmanager
 def _progress_bar(enabled: bool, desc: str, num_warmup: int | None = None, per_chain: int | None = None):
-    """A tqdm bar fed by the ``progress`` reports of :mod:`models.inference` (None when disabled).
+    """A tqdm bar fed by the ``progress`` reports of :mod:`rcp_jax.models.inference` (None when disabled).
 
     ``num_warmup``: NUTS iterations up to it are labelled warmup, later ones sampling. ``per_chain``: the
     iterations of one chain; a report whose total is larger counts chains run one after another, and the
@@ -611,10 +611,10 @@ def fit_posterior(
             (default without a tournament).
         ridge: MAP ridge of the item parameters (prior SD ``1 / sqrt(ridge NC)``).
         bt_ridge, bt_weight: BT prior ridge and pseudo-likelihood weight (joint model; see
-            :mod:`models.bayes`).
+            :mod:`rcp_jax.models.bayes`).
         num_warmup, num_samples, num_chains, thinning, target_accept: NUTS settings (chains run
             one after another on a CPU, vectorised on an accelerator, in parallel when ``rcp-jax
-            --host-devices`` gives enough devices: :func:`models.inference.default_chain_method`).
+            --host-devices`` gives enough devices: :func:`rcp_jax.models.inference.default_chain_method`).
             1,000 warmup iterations by default (Stan's default too): each query's tau and alpha are
             correlated, which a diagonal mass matrix adapts to slowly; on a simulated 50 x 60 collection
             500 left the largest of ~110 R-hats at 1.0075-1.012 over seeds 0-3, 1,000 at 1.0078-1.0093.
@@ -624,7 +624,7 @@ def fit_posterior(
         warn: warn about divergences, R-hat > 1.01 and low ESS. Degenerate data (``Posterior.flags``) is
             warned whatever ``warn`` says, as :func:`rcp_jax.calibrate` warns it.
         joint_param: coordinates in which NUTS / SVI / Laplace explore the joint model's latent scores
-            (:func:`models.bayes.joint_model`, ``param``): ``ability`` (default; the calibrated ability
+            (:func:`rcp_jax.models.bayes.joint_model`, ``param``): ``ability`` (default; the calibrated ability
             ``tau theta``, which the rubric pins) or ``theta`` (the BT scores). Same posterior; on noisy
             tournaments ``ability`` removes the tau / spread-of-theta ridge (min bulk ESS ~3x higher,
             R-hat < 1.01 at 4 x 500 draws after 1,000 warmup). MAP always uses the model's own ``theta`` coordinates.

@@ -1,6 +1,6 @@
 """The budgeted judging loop: a seed, then rounds of (batched refit -> decisions -> windows by value -> judge).
 
-Every answer goes through :func:`judging.judge_windows` into the append-only store, so the loop is
+Every answer goes through :func:`rcp_jax.judging.judge_windows` into the append-only store, so the loop is
 resumable exactly like the fixed protocol: its choices are a pure function of (seed, dataset, pools,
 runs, settings, earlier answers), so a second run of the same command replays the rounds from the store
 (no call) and continues where the first stopped; a run with a larger budget continues after the last
@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from judging import judge_windows
-from judging.errors import InvalidAnswersError
-from judging.records import Judgement, Window
-from judging.store import JudgementStore
+from rcp_jax.judging import judge_windows
+from rcp_jax.judging.errors import InvalidAnswersError
+from rcp_jax.judging.records import Judgement, Window
+from rcp_jax.judging.store import JudgementStore
 from rcp_jax import schedule as S
 from rcp_jax.budget.decisions import PairDecisions, decide_pairs, pair_gradients, run_weights
 from rcp_jax.budget.gains import GainPosterior, gain_posterior
@@ -409,11 +409,11 @@ async def judge_budgeted_async(
 
 def judge_budgeted(collection: "PipelineInput", runs: pd.DataFrame, **kwargs) -> BudgetResult:
     """:func:`judge_budgeted_async` for synchronous callers (Ctrl-C / SIGTERM: answers so far are stored and
-    :class:`judging.loop.Interrupted` says how to resume, as :func:`rcp_jax.pipeline.judge_collection_sync`)."""
+    :class:`rcp_jax.judging.loop.Interrupted` says how to resume, as :func:`rcp_jax.pipeline.judge_collection_sync`)."""
     import signal
 
-    from judging.loop import Interrupted
-    from judging.loop import run as run_interruptible
+    from rcp_jax.judging.loop import Interrupted
+    from rcp_jax.judging.loop import run as run_interruptible
 
     try:
         return run_interruptible(judge_budgeted_async(collection, runs, **kwargs))

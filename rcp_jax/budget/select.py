@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from judging.records import Window
+from rcp_jax.judging.records import Window
 from rcp_jax.budget.decisions import SETTLED, PairDecisions
 from rcp_jax.budget.gains import GainPosterior
 from rcp_jax.schedule.windows import query_rng

@@ -1,6 +1,6 @@
 """A simulated benchmark for budgeted judging: pools, systems with known quality, and a simulated judge.
 
-Latent relevance per query comes from :func:`models.simulate.simulate_truth` (``mu_q + sd_q z``); the judge
+Latent relevance per query comes from :func:`rcp_jax.models.simulate.simulate_truth` (``mu_q + sd_q z``); the judge
 is :class:`judging.SimulatedJudge` on that latent (a per-query decisiveness and shift, score noise; the
 rubric a 2PL with the published NanoBEIR items), answering through the same render -> parse -> store path
 as an LLM. The systems rerank the whole pool by ``relevance + N(0, sd_s^2)``, with quality levels
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from judging import SimulatedJudge
-from models.simulate import simulate_truth
+from rcp_jax.judging import SimulatedJudge
+from rcp_jax.models.simulate import simulate_truth
 
 @dataclass
 class SimulatedCollection:

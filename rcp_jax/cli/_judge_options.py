@@ -31,10 +31,10 @@ AUTO_CONCURRENCY_HOSTED = 16
 AUTO_CONCURRENCY_SELF_HOSTED = 4
 #: Request fields --extra-params may not set (the judge sets them itself).
 RESERVED_PARAMS = ("model", "messages", "api_base", "api_key", "stream", "n")
-#: judging.run's defaults, repeated so that building the parser imports nothing (a test keeps them equal).
+#: rcp_jax.judging.run's defaults, repeated so that building the parser imports nothing (a test keeps them equal).
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_STOP_AFTER_INVALID = 20
-#: judging.judge.DEFAULT_MAX_WINDOW_CHARS, repeated for the same reason.
+#: rcp_jax.judging.judge.DEFAULT_MAX_WINDOW_CHARS, repeated for the same reason.
 DEFAULT_MAX_WINDOW_CHARS = 60_000
 
 
@@ -198,11 +198,11 @@ SIMULATED_NEEDS_QRELS = (
 def build_judge(args, latent: dict | None):
     """The judge of ``args`` with its run policy, and ``args.concurrency`` resolved to an integer.
 
-    Also sets ``args.server_info`` (a :class:`judging.server_info.ServerInfo`, empty when not asked or nothing
+    Also sets ``args.server_info`` (a :class:`rcp_jax.judging.server_info.ServerInfo`, empty when not asked or nothing
     reported) and ``args.judge_notes`` (lines to show before the run, e.g. a concurrency above the slots).
     """
-    from judging import LiteLLMJudge, SimulatedJudge
-    from judging.server_info import ServerInfo, probe_server
+    from rcp_jax.judging import LiteLLMJudge, SimulatedJudge
+    from rcp_jax.judging.server_info import ServerInfo, probe_server
     from rcp_jax.cli._endpoints import combined_server_info, endpoints_of, judge_endpoints
 
     notes: list[str] = []
@@ -211,7 +211,7 @@ def build_judge(args, latent: dict | None):
     get = lambda name, default=None: getattr(args, name, default)  # noqa: E731 - other verbs' namespaces lack some
     rubric = None
     if get("rubric") is not None:  # a bad rubric file is refused before anything else is done
-        from judging.rubric import load_rubric
+        from rcp_jax.judging.rubric import load_rubric
 
         rubric = load_rubric(args.rubric)
     simulated = simulated_settings(args)
@@ -273,8 +273,8 @@ def context_notes(judge, windows, documents, queries, info, max_tokens: int | No
 
     Never raises: a judge that cannot render or count gives no warning.
     """
-    from judging.lookup import PerQuery
-    from judging.server_info import context_warning
+    from rcp_jax.judging.lookup import PerQuery
+    from rcp_jax.judging.server_info import context_warning
 
     if info is None or info.context is None or not windows:
         return []

@@ -13,7 +13,7 @@ code  meaning
 2     bad input or usage: a file, option, pools, qrels or store the message names (also a store
       judged under another schedule identity, a folder option naming an existing file)
 3     the judge failed: authentication, endpoint, transport, windows still invalid after their
-      attempts, or an early-stop verdict (:class:`judging.errors.JudgeError` other than bad input);
+      attempts, or an early-stop verdict (:class:`rcp_jax.judging.errors.JudgeError` other than bad input);
       every answer received is stored: fix the cause and run the same command again to resume
 130   interrupted by Ctrl-C (SIGINT): answers received so far are stored; run the same command again
 141   stdout was closed early (``rcp-jax compare per_query.csv | head -1``): the verb stops quietly, as
@@ -175,8 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     _configure_compilation_cache()
     # after --help / --version have exited: they need neither the judging layer nor the numeric stack
-    from judging.errors import JudgeError, JudgeInputError, StoreError
-    from judging.loop import interrupt_handler
+    from rcp_jax.judging.errors import JudgeError, JudgeInputError, StoreError
+    from rcp_jax.judging.loop import interrupt_handler
     from rcp_jax.errors import RcpError
 
     def show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001

@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _estimate(args, collection, judge) -> int:
     import warnings
 
-    from judging import estimate_cost
+    from rcp_jax.judging import estimate_cost
     from rcp_jax import schedule as S
 
     planned = {"tournament": 0, "rubric": 0}
@@ -68,7 +68,7 @@ def _estimate(args, collection, judge) -> int:
 
 
 def run(args) -> int:
-    from judging.verdict import summarise_store
+    from rcp_jax.judging.verdict import summarise_store
     from rcp_jax.data.atomic import atomic_write_csv
     from rcp_jax.pipeline import flag_notes, judge_collection_sync
 
@@ -148,7 +148,7 @@ def run_usage(judge, seconds: float) -> tuple[dict, str]:
 
 def _check_images(args, col, collection, judge) -> None:
     """Every pooled page image decodes, and no window would hide a page-only document (before any call)."""
-    from judging.pages import ImageLimits
+    from rcp_jax.judging.pages import ImageLimits
     from rcp_jax import schedule as S
     from rcp_jax.cli._image_options import check_page_images
 
@@ -181,8 +181,8 @@ def _context_notes(args, collection, judge) -> list[str]:
 def _with_invalid_summary(exc: BaseException, store) -> BaseException:
     """``exc``, or for windows left without a valid answer an :class:`judging.InvalidAnswersError` whose message
     adds the store's invalid answers by category, one example and what to try."""
-    from judging import InvalidAnswersError
-    from judging.verdict import summarise_store
+    from rcp_jax.judging import InvalidAnswersError
+    from rcp_jax.judging.verdict import summarise_store
     from rcp_jax.errors import DataError
 
     if isinstance(exc, InvalidAnswersError) and exc.summary is not None:

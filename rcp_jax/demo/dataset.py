@@ -47,7 +47,7 @@ class DemoData:
     latent: pd.DataFrame
 
     def latent_by_query(self) -> dict[str, dict[str, float]]:
-        """``{query_id: {doc_id: latent}}``, the shape :class:`judging.offline.SimulatedJudge` reads."""
+        """``{query_id: {doc_id: latent}}``, the shape :class:`rcp_jax.judging.offline.SimulatedJudge` reads."""
         return {q: dict(zip(g["doc_id"], g["latent"].astype(float))) for q, g in self.latent.groupby("query_id", sort=False)}
 
     def document_texts(self) -> dict[str, str]:

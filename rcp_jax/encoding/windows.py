@@ -40,7 +40,7 @@ BLOCK_ROWS = 1 << 19
 
 @dataclass(frozen=True)
 class WindowArrays:
-    """Window scores as the arrays of :func:`models.bradley_terry.fit_windows`, with the ids to map back.
+    """Window scores as the arrays of :func:`rcp_jax.models.bradley_terry.fit_windows`, with the ids to map back.
 
     Attributes:
         doc_index: int32[W, w] document index within its query, -1 for an empty slot.

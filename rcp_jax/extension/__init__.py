@@ -8,7 +8,7 @@
 
 Modules: :mod:`~rcp_jax.extension.new_documents`, :mod:`~rcp_jax.extension.placement`,
 :mod:`~rcp_jax.extension.log`, :mod:`~rcp_jax.extension.driver`; the windows are in
-:mod:`rcp_jax.schedule.anchors`, the model in :mod:`models.anchored`.
+:mod:`rcp_jax.schedule.anchors`, the model in :mod:`rcp_jax.models.anchored`.
 """
 
 from rcp_jax.extension.driver import (

@@ -2,7 +2,7 @@
 
 Nothing shared is refitted: the criteria (gamma, beta), each query's tau and alpha, and every scored
 document's BT score stay as they are. Only the new documents' BT scores are fitted
-(:func:`models.anchored.fit_anchored`), and each gets ``gain(tau_q * theta + alpha_q; gamma, beta)``,
+(:func:`rcp_jax.models.anchored.fit_anchored`), and each gets ``gain(tau_q * theta + alpha_q; gamma, beta)``,
 the formula of every other document of the calibration.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from models.anchored import fit_anchored
+from rcp_jax.models.anchored import fit_anchored
 from rcp_jax.calibration import Calibration, criterion_columns
 from rcp_jax.errors import CalibrationError, DataError
 from rcp_jax.tournament import validate_window_scores

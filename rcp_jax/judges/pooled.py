@@ -8,11 +8,11 @@
   document makes its calibrated ability common to the judges: that is what identifies the severities
   (with per-judge scores, a judge's offset would be confounded with its queries' alphas). The judges'
   own BT scales differ; each query's tau absorbs the pooled scale.
-* **the pooled 2PL** of :mod:`models.irt_judges`: criteria (gamma_c, beta_c) and per-query (tau, alpha)
+* **the pooled 2PL** of :mod:`rcp_jax.models.irt_judges`: criteria (gamma_c, beta_c) and per-query (tau, alpha)
   shared, judge k's severity ``delta_k`` (sum over judges = 0: relative to the average judge; > 0 is a
   stricter judge) and, unless ``fit_scale=False``, its discrimination scale ``lambda_k`` (geometric mean 1).
   Intervals: from the inverse Hessian at the MAP (``method="map"``, a Laplace approximation) or from
-  NUTS on :func:`models.bayes_judges.pooled_judges_model` (``method="nuts"``).
+  NUTS on :func:`rcp_jax.models.bayes_judges.pooled_judges_model` (``method="nuts"``).
 * **each judge alone**: its own BT scores and one-judge calibration, the gains the second-judge check
   compares (:mod:`rcp_jax.judges.by_judge`): a system-pair conclusion that holds under each judge's own
   answers does not depend on the judge.
@@ -134,7 +134,7 @@ def _bt_scores(tables, *, float64: bool) -> tuple[pd.DataFrame, dict[str, pd.Dat
 
 
 def _cells(bt: pd.DataFrame, tables, names: list[str], crit: list[str]):
-    from models.irt_judges import JudgeCells
+    from rcp_jax.models.irt_judges import JudgeCells
 
     answers = pd.concat([ans.assign(_judge=k) for k, (_, ans) in enumerate(tables[n] for n in names)],
                         ignore_index=True)
@@ -218,7 +218,7 @@ def fit_judges(
     Raises:
         DataError: fewer than two judges, judges with different rubrics, or judges of two schedules.
     """
-    from models.irt_judges import fit_pooled_judges
+    from rcp_jax.models.irt_judges import fit_pooled_judges
 
     if method not in METHODS:
         raise DataError(f"judges are pooled by {' or '.join(METHODS)}, not {method!r}")
@@ -259,9 +259,9 @@ def fit_judges(
 
 
 def _nuts_offsets(cells, fit, names, *, fit_scale, ci_prob, n_ans, num_warmup, num_samples, num_chains, seed):
-    from models import inference
-    from models.bayes_judges import init_values, pooled_judges_model
-    from models.irt_judges import padded_arrays
+    from rcp_jax.models import inference
+    from rcp_jax.models.bayes_judges import init_values, pooled_judges_model
+    from rcp_jax.models.irt_judges import padded_arrays
 
     query, theta, criterion, judge, passes, trials = (
         x.astype(np.float32) if x.dtype.kind == "f" else x for x in padded_arrays(cells))

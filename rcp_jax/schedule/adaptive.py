@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from judging.records import Window
+from rcp_jax.judging.records import Window
 from rcp_jax.errors import DataError
 from rcp_jax.schedule.config import DEFAULT_CONFIG, ScheduleConfig, schedule_counts
 from rcp_jax.schedule.windows import _descending, _orders, _pool, _scores, _windows

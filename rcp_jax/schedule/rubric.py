@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from judging.records import Window
+from rcp_jax.judging.records import Window
 from rcp_jax.errors import DataError
 from rcp_jax.schedule.config import DEFAULT_CONFIG, ScheduleConfig, ScheduleWarning, schedule_counts
 from rcp_jax.schedule.windows import _degenerate, _least_shown, _pool, _stratified_phase, _windows, query_rng
@@ -101,11 +101,11 @@ def rasch_abilities(pools: Mapping[str, Sequence[str]], answers) -> dict[str, np
             answers 0/1), e.g. the balanced half's answers.
 
     Returns:
-        query_id -> float64[n] abilities in pool order (``models.irt.fit_rasch``, ridge 1e-4, beta
+        query_id -> float64[n] abilities in pool order (``rcp_jax.models.irt.fit_rasch``, ridge 1e-4, beta
         centred). A document without any answer sits at the prior (0) and a :class:`ScheduleWarning`
         names it.
     """
-    from models.irt import fit_rasch  # JAX is imported only when abilities are actually fitted
+    from rcp_jax.models.irt import fit_rasch  # JAX is imported only when abilities are actually fitted
 
     for col in ("query_id", "doc_id"):
         if col not in answers.columns:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from judging.records import Window
+from rcp_jax.judging.records import Window
 from rcp_jax.errors import DataError
 from rcp_jax.schedule.config import ScheduleWarning
 

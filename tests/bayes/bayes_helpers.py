@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from models import simulate
+from rcp_jax.models import simulate
 
 
 def collection_tables(sim: simulate.SimulatedJudgements) -> tuple[pd.DataFrame, pd.DataFrame]:

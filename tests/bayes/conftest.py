@@ -1,6 +1,6 @@
 """Shared simulated collections and posteriors of the Bayesian tests.
 
-NUTS programs are compiled once per model, settings and array shapes (``models.inference`` caches
+NUTS programs are compiled once per model, settings and array shapes (``rcp_jax.models.inference`` caches
 them for the process), so the fixtures below fix a few shapes that several tests share:
 
 * ``collection`` - 50 queries x 60 documents (the size the issue asks NUTS to handle without
@@ -23,7 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bayes_helpers (also used by benchmarks/sbc.py)
 from bayes_helpers import collection_tables, exact_bt_scores, simulated_run, true_gains  # noqa: E402
 
-from models import simulate  # noqa: E402
+from rcp_jax.models import simulate  # noqa: E402
 
 #: NUTS settings of the shared fits (chains vectorised): the 50 x 60 collection uses the library defaults
 #: (4 chains, 1,000 warmup + 500 draws); the noisy collection (and the notebook's small mode) 2 chains of

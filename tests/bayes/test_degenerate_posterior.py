@@ -27,7 +27,7 @@ import pytest
 from bayes_helpers import collection_tables
 
 import rcp_jax
-from models import simulate
+from rcp_jax.models import simulate
 from rcp_jax.bayes import fit_posterior, posterior_metrics
 from rcp_jax.bayes.degenerate import JOINT_NO_SPREAD
 from rcp_jax.calibration import CalibrationWarning, fit_rubric_only
@@ -246,7 +246,7 @@ def tiny_store(demo_tiny, tmp_path_factory):
 
 def _edited_store(store, folder, kind: str, edit) -> str:
     """A copy of ``store`` whose ``kind`` judgements (tournament / rubric) are rewritten by ``edit(dict)``."""
-    from judging import Judgement, JudgementStore, read_judgements
+    from rcp_jax.judging import Judgement, JudgementStore, read_judgements
 
     copy = folder / "store"
     shutil.copytree(store, copy)

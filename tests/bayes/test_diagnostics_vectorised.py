@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from models import inference
+from rcp_jax.models import inference
 from rcp_jax.bayes import diagnostics
 from rcp_jax.bayes.posterior import _diagnose
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpyro.infer.util import log_density
 
-from models import bayes, bradley_terry, inference, irt, simulate
+from rcp_jax.models import bayes, bradley_terry, inference, irt, simulate
 from rcp_jax.metrics import gain as reference_gain
 
 
@@ -173,10 +173,11 @@ def test_models_have_the_documented_sites_and_plates(model):
 
 @pytest.fixture(scope="module")
 def fresh_import():
-    """(modules other than the models' that a fresh ``import models.bayes, models.inference`` loaded, its
+    """(modules other than the models' that a fresh ``import rcp_jax.models.bayes, rcp_jax.models.inference`` loaded, its
     ``jax_enable_x64`` afterwards): one fresh interpreter for both checks."""
-    code = ("import sys, models.bayes, models.inference, jax; "
-            "print(sorted(m for m in ('pandas', 'arviz', 'xarray', 'rcp_jax', 'judging') if m in sys.modules)); "
+    code = ("import sys, rcp_jax.models.bayes, rcp_jax.models.inference, jax; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'arviz', 'xarray') "
+            "or (m.startswith('rcp_jax.') and not m.startswith('rcp_jax.models')))); "
             "print(jax.config.jax_enable_x64)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return out.stdout.strip().splitlines()

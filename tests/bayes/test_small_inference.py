@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from models import bayes, inference
+from rcp_jax.models import bayes, inference
 
 
 def tiny_calibration_data(seed: int, q: int = 3, n: int = 8, c: int = 5) -> dict:

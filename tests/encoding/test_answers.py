@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import rcp_jax
-from models.simulate import simulate_judgements
+from rcp_jax.models.simulate import simulate_judgements
 from rcp_jax.encoding.answers import answer_counts
 from rcp_jax.encoding.ids import id_codes, run_starts
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from models.simulate import simulate_judgements
+from rcp_jax.models.simulate import simulate_judgements
 
 
 def simulated_windows(seed: int, pools: list[int], *, shared_docs: bool = False, ints: bool = False,

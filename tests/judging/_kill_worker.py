@@ -14,7 +14,7 @@ import sys
 
 from pathlib import Path
 
-from judging import ProcessJudge, SimulatedJudge, Window, judge_windows_sync, synthetic_dataset
+from rcp_jax.judging import ProcessJudge, SimulatedJudge, Window, judge_windows_sync, synthetic_dataset
 
 
 def plan() -> tuple[list[Window], dict, dict, dict]:

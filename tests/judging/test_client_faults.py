@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from judging import (
+from rcp_jax.judging import (
     JudgeCredentialsError,
     JudgeStructuredOutputError,
     JudgeTimeoutError,
@@ -23,8 +23,8 @@ from judging import (
     judge_windows_sync,
     read_judgements,
 )
-from judging.client import REPAIR_MARKER
-from judging.testing_server import Fault, per_window
+from rcp_jax.judging.client import REPAIR_MARKER
+from rcp_jax.judging.testing_server import Fault, per_window
 
 MODEL = "openai/fake-judge"
 FAKE_KEY = "sk-test-SECRET789-do-not-leak-4c1d2e"
@@ -210,9 +210,9 @@ def test_seed_and_temperature_stay_put_when_asked(tmp_path, dataset, windows, se
 
 
 def test_reask_temperature_is_capped_at_one_and_never_lowered():
-    from judging.judge import JudgeRequest
-    from judging.records import Window
-    from judging.render import builtin_template, render_window
+    from rcp_jax.judging.judge import JudgeRequest
+    from rcp_jax.judging.records import Window
+    from rcp_jax.judging.render import builtin_template, render_window
 
     w = Window("q", "tournament", "p", 0, ("a", "b"))
     rendered = render_window(builtin_template("tournament"), "query", w.doc_ids, ["x", "y"])

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from judging import (
+from rcp_jax.judging import (
     JudgeAuthError,
     JudgeNotFoundError,
     JudgeTransportError,
@@ -22,7 +22,7 @@ from judging import (
     judge_windows_sync,
     read_judgements,
 )
-from judging.testing_server import Fault, per_window
+from rcp_jax.judging.testing_server import Fault, per_window
 
 MODEL = "openai/fake-judge"
 #: A key that must never appear in a message, a log line or a stored record.
@@ -164,7 +164,7 @@ def test_content_filter_is_a_refused_answer_and_is_reasked(tmp_path, dataset, wi
 
 
 def test_context_overflow_fails_fast_and_names_the_budget(tmp_path, dataset, windows, served):
-    from judging import JudgeRequestError
+    from rcp_jax.judging import JudgeRequestError
 
     queries, documents, _ = dataset
     too_long = Fault(status=400, message="This model's maximum context length is 8192 tokens. However, you requested 9000 tokens")

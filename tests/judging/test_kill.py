@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from judging import read_judgements, record_id
+from rcp_jax.judging import read_judgements, record_id
 
 WORKER = Path(__file__).with_name("_kill_worker.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def records(store: Path):
 def check_exactly_one_valid_per_window(store: Path) -> None:
     from _kill_worker import plan  # noqa: PLC0415 - the worker's own plan
 
-    from judging import SimulatedJudge  # noqa: PLC0415
+    from rcp_jax.judging import SimulatedJudge  # noqa: PLC0415
 
     windows, _, _, latent = plan()
     judge = SimulatedJudge(latent, latency=0.0, malformed_rate=0.25, seed=5)

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from judging import (
+from rcp_jax.judging import (
     STAGES,
     JudgeInputError,
     Judgement,
@@ -25,10 +25,10 @@ from judging import (
     record_id,
     render_window,
 )
-from judging.records import content_hash
-from judging.render import read_rendered
-from judging.schema import response_format
-from judging.testing_server import FakeOpenAIServer
+from rcp_jax.judging.records import content_hash
+from rcp_jax.judging.render import read_rendered
+from rcp_jax.judging.schema import response_format
+from rcp_jax.judging.testing_server import FakeOpenAIServer
 
 
 def lists_window(qid="q0", a=("d1", "d2", "d3"), b=("d3", "d4", "d5"), sequence=0, phase="lists"):

@@ -9,8 +9,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from judging import SimulatedJudge, parse_rubric, parse_tournament
-from judging.offline import DEFAULT_BETA, DEFAULT_GAMMA, distinct_scores
+from rcp_jax.judging import SimulatedJudge, parse_rubric, parse_tournament
+from rcp_jax.judging.offline import DEFAULT_BETA, DEFAULT_GAMMA, distinct_scores
 
 
 @settings(max_examples=200, deadline=None)

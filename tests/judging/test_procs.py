@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from judging import (
+from rcp_jax.judging import (
     JudgeAuthError,
     JudgeInputError,
     LiteLLMJudge,

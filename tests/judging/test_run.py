@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from judging import (
+from rcp_jax.judging import (
     JudgeInputError,
     JudgementStore,
     SimulatedJudge,
@@ -168,10 +168,10 @@ def test_estimate_before_spending(tmp_path, dataset, windows, sim):
 def test_the_module_docstring_example_runs(capsys):
     import textwrap
 
-    import judging.run
+    import rcp_jax.judging.run
 
-    doc = judging.run.__doc__
+    doc = rcp_jax.judging.run.__doc__
     code = textwrap.dedent(doc[doc.index("::") + 2 : doc.index("Swap ")])
-    exec(compile(code, "judging.run example", "exec"), {})
+    exec(compile(code, "rcp_jax.judging.run example", "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("{'a': ") and printed[1].startswith("{'c': (")

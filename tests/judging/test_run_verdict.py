@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from judging import (
+from rcp_jax.judging import (
     BaseJudge,
     InvalidAnswersError,
     JudgeError,
@@ -17,8 +17,8 @@ from judging import (
     judge_windows_sync,
     read_judgements,
 )
-from judging.run import DEFAULT_MAX_ATTEMPTS, DEFAULT_STOP_AFTER_INVALID
-from judging.verdict import summarise, summarise_store, truncate
+from rcp_jax.judging.run import DEFAULT_MAX_ATTEMPTS, DEFAULT_STOP_AFTER_INVALID
+from rcp_jax.judging.verdict import summarise, summarise_store, truncate
 
 
 def all_records(folder):

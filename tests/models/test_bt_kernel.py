@@ -1,4 +1,4 @@
-"""The CPU Bradley-Terry kernel (:func:`models.bradley_terry.fit_windows`, one query at a time): its block-level
+"""The CPU Bradley-Terry kernel (:func:`rcp_jax.models.bradley_terry.fit_windows`, one query at a time): its block-level
 pair listing gives the statistics of a plain pair loop, the fit does not depend on the order of the windows or
 on how queries are split into calls and threads, and float32 reaches the float64 optimum in few Newton
 iterations (speed itself is measured by benchmarks/bt_kernel_profile.py, never here)."""
@@ -10,10 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models import bradley_terry as bt
-from models.bradley_terry import batching as bt_batching
-from models.bradley_terry import kernel as bt_kernel
-from models.simulate import simulate_judgements
+from rcp_jax.models import bradley_terry as bt
+from rcp_jax.models.bradley_terry import batching as bt_batching
+from rcp_jax.models.bradley_terry import kernel as bt_kernel
+from rcp_jax.models.simulate import simulate_judgements
 
 
 @pytest.fixture(scope="module")

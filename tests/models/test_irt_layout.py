@@ -1,4 +1,4 @@
-"""The 2PL calibration's host layout and fused evaluation (:mod:`models.irt`) give what the plain forms give:
+"""The 2PL calibration's host layout and fused evaluation (:mod:`rcp_jax.models.irt`) give what the plain forms give:
 the criterion-major cells laid out from per-document rows equal the dense layout, one fused pass gives the
 objective and the moments, a fit from laid-out cells reaches the optimum of the dense cells' fit, and the
 query padding follows its buckets."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models import irt
-from models.irt import map_objective as irt_map_objective
-from models.irt import cells as irt_cells
+from rcp_jax.models import irt
+from rcp_jax.models.irt import map_objective as irt_map_objective
+from rcp_jax.models.irt import cells as irt_cells
 
 
 def test_2pl_query_padding_and_layout():
@@ -58,7 +58,7 @@ def test_criterion_major_cells_equal_the_dense_layout(dtype):
 
 
 def test_fused_evaluation_equals_objective_and_moments():
-    """One pass (:func:`models.irt_map_objective._cm_eval`) gives the objective of :func:`_cm_objective` and the moments of
+    """One pass (:func:`rcp_jax.models.irt.map_objective._cm_eval`) gives the objective of :func:`_cm_objective` and the moments of
     :func:`_moments`, with theta and trials per criterion or one row for all criteria."""
     import jax
     import jax.numpy as jnp

@@ -10,10 +10,10 @@ import shutil
 import pytest
 from PIL import Image
 
-from judging import SimulatedJudge, Window, record_id
-from judging.lookup import PerQuery
-from judging.pages import Document, ImageLimits, ImageError, PageImage, encode_image, stamp_images
-from judging.render import IMAGE_LABEL, builtin_template, render_window
+from rcp_jax.judging import SimulatedJudge, Window, record_id
+from rcp_jax.judging.lookup import PerQuery
+from rcp_jax.judging.pages import Document, ImageLimits, ImageError, PageImage, encode_image, stamp_images
+from rcp_jax.judging.render import IMAGE_LABEL, builtin_template, render_window
 
 
 def _png(path, size, colour=(250, 250, 240)):
@@ -113,7 +113,7 @@ def test_bad_image_names_the_document_and_file(tmp_path):
 
 
 def test_image_tokens_follow_litellm_rules_where_known_else_the_documented_patches(images):
-    from judging import LiteLLMJudge
+    from rcp_jax.judging import LiteLLMJudge
 
     limits = ImageLimits(max_side=1024)
     r = render_window(builtin_template("tournament"), "q", ["a", "b"],
@@ -136,7 +136,7 @@ def test_image_tokens_follow_litellm_rules_where_known_else_the_documented_patch
 
 
 def test_the_cli_image_defaults_are_the_library_defaults():
-    from judging import pages
+    from rcp_jax.judging import pages
     from rcp_jax.cli import _image_options as opts
 
     assert (opts.DEFAULT_MAX_SIDE, opts.DEFAULT_MAX_BYTES, opts.DEFAULT_MAX_IMAGES) == (

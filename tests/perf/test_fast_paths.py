@@ -24,15 +24,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models import bradley_terry as bt
-from models import irt
-from models.bradley_terry import kernel as bt_kernel
-from models.bradley_terry import objective as bt_objective
-from models.irt import calibration_fit as irt_calibration_fit
-from models.irt import map_objective as irt_map_objective
-from models.irt import cells as irt_cells
-from models.irt import rubric_only as irt_rubric_only
-from models.simulate import simulate_judgements
+from rcp_jax.models import bradley_terry as bt
+from rcp_jax.models import irt
+from rcp_jax.models.bradley_terry import kernel as bt_kernel
+from rcp_jax.models.bradley_terry import objective as bt_objective
+from rcp_jax.models.irt import calibration_fit as irt_calibration_fit
+from rcp_jax.models.irt import map_objective as irt_map_objective
+from rcp_jax.models.irt import cells as irt_cells
+from rcp_jax.models.irt import rubric_only as irt_rubric_only
+from rcp_jax.models.simulate import simulate_judgements
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -176,8 +176,8 @@ def test_refits_with_other_query_counts_do_not_recompile():
 _SHARDED = textwrap.dedent(
     """
     import json, numpy as np, jax
-    from models import bradley_terry as bt, irt
-    from models.simulate import simulate_judgements
+    from rcp_jax.models import bradley_terry as bt, irt
+    from rcp_jax.models.simulate import simulate_judgements
     assert len(jax.devices()) == 2, jax.devices()
     sim = simulate_judgements(9, [33, 20, 47, 25, 40], tournament_placements=9, rubric_placements=4)  # two pool-size buckets (32, 48)
     n = sim.truth.n_docs

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from judging import synthetic_dataset
+from rcp_jax.judging import synthetic_dataset
 from rcp_jax.cli import main
 
 QUERIES, DOCUMENTS, LATENT = synthetic_dataset(3, 12, seed=1, doc_chars=60)

@@ -15,7 +15,7 @@ import warnings
 import pandas as pd
 import pytest
 
-from judging import (
+from rcp_jax.judging import (
     BaseJudge,
     Completion,
     Judgement,
@@ -26,7 +26,7 @@ from judging import (
     judge_windows_sync,
     read_judgements,
 )
-from judging.render import read_rendered
+from rcp_jax.judging.render import read_rendered
 from rcp_jax.cli import main
 from rcp_jax.pipeline import FlaggedJudgementWarning, flag_notes, tournament_table, warn_flagged
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from judging import JudgeFamily, Judgement, JudgementStore, read_judgements, record_id
+from rcp_jax.judging import JudgeFamily, Judgement, JudgementStore, read_judgements, record_id
 from rcp_jax.cli import main
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from judging import SimulatedJudge
-from judging.errors import JudgeAuthError, StoreError
-from judging.store import JudgementStore
+from rcp_jax.judging import SimulatedJudge
+from rcp_jax.judging.errors import JudgeAuthError, StoreError
+from rcp_jax.judging.store import JudgementStore
 from rcp_jax.cli.app import EPILOG, main
 from rcp_jax.data import atomic as rio
 
@@ -147,7 +147,7 @@ def test_bad_input_stays_exit_2(collection, tmp_path, capsys):
 
 
 def test_an_interrupt_outside_any_loop_exits_by_its_signal(monkeypatch, capsys):
-    from judging.loop import Interrupted
+    from rcp_jax.judging.loop import Interrupted
     from rcp_jax.cli import compare
 
     before = signal.getsignal(signal.SIGTERM)

@@ -16,7 +16,7 @@ import signal
 from collections import Counter
 from pathlib import Path
 
-from judging import read_judgements
+from rcp_jax.judging import read_judgements
 
 from .conftest import MALFORMED_RATE, output_files, pipeline_commands, read_calls, temp_files
 

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from judging import Judgement, JudgementStore, read_judgements
-from models import irt
+from rcp_jax.judging import Judgement, JudgementStore, read_judgements
+from rcp_jax.models import irt
 from rcp_jax.calibration import CalibrationWarning, calibrate
 from rcp_jax.cli import main
 from rcp_jax.errors import CalibrationError
@@ -64,7 +64,7 @@ def test_queries_where_every_document_fails_or_passes_everything(tables):
     # the ordinary queries keep their scale (the 2PL Newton used to leave them at tau = 0 here)
     assert (cal.queries.set_index("query_id")["tau"][["q2", "q3"]] > 0.5).all()
     assert cal.info["converged"]
-    # ... and the first Newton run gets there itself: the trust region on t (models.irt.MAX_T_STEP)
+    # ... and the first Newton run gets there itself: the trust region on t (rcp_jax.models.irt.MAX_T_STEP)
     # keeps tau from collapsing, so the warm-restart safety net is not needed
     assert cal.info["restarts"] == 0
     gains = cal.documents.groupby("query_id")["gain"]

@@ -9,7 +9,7 @@ import signal
 import time
 from collections import Counter
 
-from judging import read_judgements
+from rcp_jax.judging import read_judgements
 
 from .conftest import MALFORMED_RATE, output_files, pipeline_commands, read_calls
 

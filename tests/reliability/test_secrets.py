@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from judging import SimulatedJudge
-from judging.testing_server import FakeOpenAIServer
+from rcp_jax.judging import SimulatedJudge
+from rcp_jax.judging.testing_server import FakeOpenAIServer
 from rcp_jax.cli import main
 
 from .conftest import pipeline_commands

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from judging import read_judgements
+from rcp_jax.judging import read_judgements
 
 
 def records(store: Path):

@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from judging import SimulatedJudge, read_judgements
-from judging.store import IDENTITY_FILE
+from rcp_jax.judging import SimulatedJudge, read_judgements
+from rcp_jax.judging.store import IDENTITY_FILE
 from rcp_jax import schedule as S
 from rcp_jax.cli import main
 from rcp_jax.pipeline import PipelineInput, judge_collection_sync
@@ -103,7 +103,7 @@ def test_cli_refusal_exit_code_and_a_renamed_rows_file(small_rows, store, tmp_pa
 
 
 def test_new_queries_are_added_to_the_identity(tmp_path):
-    from judging import JudgementStore
+    from rcp_jax.judging import JudgementStore
     from rcp_jax.store_identity import check_store_identity
 
     first = {q: POOLS[q] for q in ("q0", "q1")}
@@ -150,7 +150,7 @@ def test_a_store_without_identity_file_judged_under_another_identity_is_refused(
 def poisoned(small_rows, small_judged, tmp_path_factory) -> Path:
     """What the old code wrote: a second schedule (the same data under another name) judged into the store,
     here its round-1 and balanced-rubric windows, asked by the same judge as the CLI's."""
-    from judging import judge_windows_sync
+    from rcp_jax.judging import judge_windows_sync
     from rcp_jax.cli import build_parser
     from rcp_jax.cli._common import latent_from_qrels, load_collection, make_judge, pipeline_input
 

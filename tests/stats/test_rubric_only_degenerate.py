@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models import irt
+from rcp_jax.models import irt
 from rcp_jax.calibration import CalibrationWarning, fit_rubric_only
 from rcp_jax.errors import CalibrationError
 from rcp_jax.metrics import gain
