@@ -75,9 +75,7 @@ def default_chain_method(num_chains: int) -> str:
 
     Vectorised chains advance in lockstep: every NUTS iteration costs the longest trajectory among the
     chains, and a tree-building loop runs until the last chain's tree is done. An accelerator has the width
-    to spare; a CPU pays for it. On 2 CPU cores (issue 14, warm, A/B in one process), the 50 x 60 frozen fit
-    with the library defaults (4 chains of 1,000 + 500) took 27.1 s of CPU and 17.9 s wall vectorised,
-    14.0 s and 13.6 s sequential; the 20 x 30 joint fit (2 chains of 200 + 200) 12.7 / 8.3 s and 8.6 / 5.8 s.
+    to spare; a CPU pays for it (measured in benchmarks/RESULTS.md, "NUTS chain methods").
     """
     if num_chains > 1 and jax.local_device_count() >= num_chains:
         return "parallel"
@@ -513,7 +511,7 @@ def _svi_program(model, static, latent: list, det: list, settings):
 
     Initialisation, ``num_steps`` stable Adam updates (SVI.run's loop), draws from the fitted guide and the
     deterministic sites of those draws, all in one program: run op by op, guide initialisation and ``Predictive``
-    compile hundreds of small programs per data shape (~10 s of a cold process). The guide is built inside the
+    compile hundreds of small programs per data shape. The guide is built inside the
     traced function, so it never holds values of another trace.
     """
     guide, num_steps, learning_rate, num_samples, init_scale, report = settings
@@ -573,8 +571,7 @@ def run_nuts_batched(
         seed: PRNG seed; num_warmup, num_samples, thinning, target_accept, max_tree_depth: NUTS settings.
         init_radius: chains start uniformly in ``[-r, r]`` on the unconstrained scale.
         chain_method: ``sequential`` (the datasets one after another, ``lax.map``: the default on CPU,
-            where lockstep chains pay for the longest trajectory of every iteration; the 50-dataset SBC
-            test took 10 s of CPU instead of 21 s) or ``vectorized`` (``vmap``: the default on accelerators).
+            where lockstep chains pay for the longest trajectory of every iteration) or ``vectorized`` (``vmap``: the default on accelerators).
 
     Returns:
         :class:`Draws` whose "chain" axis is the dataset: ``samples[site]: [B, draws, ...]``,

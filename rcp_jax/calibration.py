@@ -163,7 +163,7 @@ def calibrate(
     ans, crit = validate_answers(answers)
     n_components = bt.attrs.get("n_components") if isinstance(bt.attrs.get("n_components"), dict) else None
     # a new frame without attrs (the constructor does not carry them; n_components was read above): pandas
-    # deep-copies attrs into every derived frame, ~40 ms a time for the 10,000-entry n_components of 10k queries.
+    # deep-copies attrs into every derived frame, costly for the n_components of thousands of queries.
     # Copy on write: the caller's frame is untouched.
     bt = pd.DataFrame(bt, copy=False).loc[:, ["query_id", "doc_id", "theta"]]
     for col in ("query_id", "doc_id"):

@@ -72,7 +72,7 @@ MIN_SLOTS = 64
 #: Pools of at most this many documents (the smallest pool-size bucket) are fitted with windows of at least
 #: :data:`SMALL_POOL_WIDTH` slots (padded with empty slots): a table of small pools has the width of its
 #: largest window, and padded so, tables of 2- to 10-document windows share one compiled program per
-#: dtype (~2 s of XLA each) at no measurable cost for pools that small.
+#: dtype at no measurable cost for pools that small.
 SMALL_POOL_DOCS = 16
 SMALL_POOL_WIDTH = 10
 

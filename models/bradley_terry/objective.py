@@ -76,7 +76,7 @@ def pair_statistics(
     q, a, b, pw, p = _window_pairs(doc_index, scores, window_query)
     values = jnp.concatenate([pw * p, pw * (1.0 - p)])
     if n_queries * n_docs * n_docs < 2**31 - 1:
-        # One scatter into the flattened statistic: XLA's CPU scatter is ~10x faster on a 1-D target
+        # One scatter into the flattened statistic: XLA's CPU scatter is much faster on a 1-D target
         # with in-bounds indices promised (they are: every index was clamped above).
         base = q * (n_docs * n_docs)
         flat = jnp.concatenate([base + a * n_docs + b, base + b * n_docs + a])

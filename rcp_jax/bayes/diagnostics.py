@@ -1,10 +1,9 @@
 """Rank-normalised split R-hat and bulk / tail effective sample sizes (Vehtari et al. 2021), vectorised.
 
 The same definitions as ArviZ's ``rhat(method="rank")`` and ``ess(method="bulk" | "tail")`` (arviz-stats),
-computed for blocks of elements at once with numpy, where ArviZ loops in Python over elements: the 3,100
-parameters and gains of a 50-query x 60-document posterior (4 chains x 500 draws) take 1.6 s of CPU instead of
-5.4 s, a 20 x 30 one (2 x 200) 0.06 s instead of 0.66 s. ``tests/bayes/test_diagnostics_vectorised.py`` checks
-them against ArviZ element for element.
+computed for blocks of elements at once with numpy, where ArviZ loops in Python over elements (the
+CHANGELOG has the figures). ``tests/bayes/test_diagnostics_vectorised.py`` checks them against ArviZ element
+for element.
 
 Every function takes draws ``float[chains, draws, K]`` (K elements, flattened by the caller) and returns
 ``float[K]``; an element with a NaN draw, or too few chains / draws (R-hat: 2 chains, 4 draws; ESS: 1 chain,

@@ -1,4 +1,4 @@
-"""Budgeted judging: pay for the judgements that change system-pair decisions (issue 18).
+"""Budgeted judging: pay for the judgements that change system-pair decisions.
 
 Given the runs of the systems to compare and a budget (calls, or a fraction of the fixed protocol's), the
 loop (:mod:`rcp_jax.budget.loop`) judges a **seed** - per query, the fixed round 1's first un-mirrored

@@ -27,7 +27,7 @@ Under ``--json`` a handled failure (2, 3, 130, 143) also prints one JSON object 
 "kind", "exit_code"}``, so a caller reading stdout always gets an answer.
 
 The compilation cache keeps XLA's compiled programs (the BT and 2PL fits, the NUTS chain) on disk, so a
-second ``rcp-jax fit`` skips most of its compile time (27 s -> 15 s for NUTS on the demo, two cores). It
+second ``rcp-jax fit`` skips most of its compile time. It
 lives in ``$RCP_JAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/rcp-jax/jax``, else ``~/.cache/rcp-jax/jax``;
 ``RCP_JAX_CACHE_DIR=off`` turns it off, and a ``JAX_COMPILATION_CACHE_DIR`` already set wins. Only the
 console script sets it, and only before JAX is imported: a Python caller keeps its own JAX configuration.

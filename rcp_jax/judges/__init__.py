@@ -1,4 +1,4 @@
-"""Several judges, one calibration (issue 17, part 3).
+"""Several judges, one calibration.
 
 - :mod:`~rcp_jax.judges.roster`: the judges a store holds (:func:`list_judges`) and ``--judges`` selection
   (:func:`select_judges`); a judge's tables are ``rcp_jax.store_tables(store, family=dict(judge.families))``.
