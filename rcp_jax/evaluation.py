@@ -14,6 +14,7 @@ import pandas as pd
 
 from rcp_jax.data.qrel_grades import clip_negative_grades
 from rcp_jax.data.table_checks import finite_column, show
+from rcp_jax.encoding.runs import attach_pool_and_gains, system_query_groups
 from rcp_jax.errors import DataError
 from rcp_jax.metrics import Protocol, _group_order, get_protocol, ndcg_flat
 from rcp_jax.per_query import pair_queries, prepare_per_query, warn_dropped
@@ -82,58 +83,6 @@ def _drop_pairs(df: pd.DataFrame, pairs: set[tuple[str, str]]) -> pd.DataFrame:
     return df.loc[~keys.isin(list(pairs))]
 
 
-def _pair_keys(frames: list[pd.DataFrame]) -> list[np.ndarray]:
-    """One int64 key per (query_id, doc_id) row, consistent across ``frames`` (joint factorisation)."""
-    sizes = [len(f) for f in frames]
-    q_codes, q_uniq = pd.factorize(pd.concat([f["query_id"] for f in frames], ignore_index=True))
-    d_codes, d_uniq = pd.factorize(pd.concat([f["doc_id"] for f in frames], ignore_index=True))
-    keys = q_codes.astype(np.int64) * max(len(d_uniq), 1) + d_codes
-    return np.split(keys, np.cumsum(sizes)[:-1])
-
-
-def _attach_pool_and_gains(r: pd.DataFrame, pool: pd.DataFrame, g: pd.DataFrame, pool_only: bool) -> pd.DataFrame:
-    """Left-join the pool position ``_pos`` (NaN outside the pool) and the gain (0 if missing) to the run.
-
-    Equivalent to two ``DataFrame.merge(how="left")`` on (query_id, doc_id), but on int64 keys from one
-    joint factorisation, which is several times faster on millions of string-keyed rows. Falls back to
-    the merges when the pool or gain table repeats a (query, document) key (a merge would then
-    duplicate run rows).
-    """
-    r_key, p_key, g_key = _pair_keys([r, pool, g])
-    p_index, g_index = pd.Index(p_key), pd.Index(g_key)
-    if not (p_index.is_unique and g_index.is_unique):
-        r = r.merge(pool, on=["query_id", "doc_id"], how="left")
-        if pool_only:
-            r = r.loc[r["_pos"].notna()]
-        r = r.merge(g, on=["query_id", "doc_id"], how="left")
-        r["gain"] = r["gain"].fillna(0.0)
-        return r
-    at = p_index.get_indexer(r_key)
-    pos = np.where(at >= 0, pool["_pos"].to_numpy(dtype=np.float64)[np.maximum(at, 0)], np.nan)
-    r = r.assign(_pos=pos)
-    if pool_only:
-        keep = at >= 0
-        r, r_key = r.loc[keep], r_key[keep]
-    at = g_index.get_indexer(r_key)
-    gain = np.where(at >= 0, g["gain"].to_numpy(dtype=np.float64)[np.maximum(at, 0)], np.nan)
-    return r.assign(gain=np.where(np.isnan(gain), 0.0, gain)).reset_index(drop=True)
-
-
-def _system_query_groups(r: pd.DataFrame) -> tuple[np.ndarray, pd.MultiIndex]:
-    """Code of each row's (system, query_id) list, lists numbered in sorted (system, query_id) order."""
-    if not len(r):
-        return np.zeros(0, np.int64), pd.MultiIndex.from_tuples([], names=["system", "query_id"])
-    s_codes, s_uniq = pd.factorize(r["system"], sort=True)
-    q_codes, q_uniq = pd.factorize(r["query_id"], sort=True)
-    combined = s_codes.astype(np.int64) * len(q_uniq) + q_codes
-    present, codes = np.unique(combined, return_inverse=True)
-    index = pd.MultiIndex.from_arrays(
-        [pd.Index(s_uniq).take(present // len(q_uniq)), pd.Index(q_uniq).take(present % len(q_uniq))],
-        names=["system", "query_id"],
-    )
-    return codes.reshape(-1), index
-
-
 def _tie_key(r: pd.DataFrame, proto: Protocol, pool_size: int) -> np.ndarray:
     """int64 order among equal scores of each row of ``r`` (with ``_pos``) under the protocol's tie rule."""
     if proto.ties == "doc_id_desc":
@@ -170,8 +119,8 @@ def hole_table(
     r = r.loc[r["query_id"].isin(pd.unique(known["query_id"]))]
     pool = (pools if pools is not None else known)[["query_id", "doc_id"]].astype(str)
     pool = pool.assign(_pos=pool.groupby("query_id", sort=False).cumcount())
-    r = _attach_pool_and_gains(r, pool, known, proto.pool_only)
-    group, index = _system_query_groups(r)
+    r = attach_pool_and_gains(r, pool, known, proto.pool_only)
+    group, index = system_query_groups(r)
     hole = (r["gain"].to_numpy() == 0.0).astype(np.float64)  # the known ones carry gain 1 here
     order = _group_order(group, r["score"].to_numpy(),  # the kernel's order (a tie's holes are averaged below)
                          _tie_key(r, proto, len(pool)) if proto.ties != "group_mean" else np.zeros(len(r), np.int64))
@@ -258,8 +207,8 @@ def ndcg_table(
     r = _drop_pairs(run, pairs)
     pool = (pools if pools is not None else g)[["query_id", "doc_id"]].astype(str)
     pool = pool.assign(_pos=pool.groupby("query_id", sort=False).cumcount())
-    r = _attach_pool_and_gains(r, pool, g, proto.pool_only)
-    group_codes, group_index = _system_query_groups(r)
+    r = attach_pool_and_gains(r, pool, g, proto.pool_only)
+    group_codes, group_index = system_query_groups(r)
     tie_key = _tie_key(r, proto, len(pool))
 
     ideal_df = (ideal if ideal is not None else g[["query_id", "gain"]]).copy()

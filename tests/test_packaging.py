@@ -7,6 +7,7 @@ with a wheel built from the checkout and installed into a fresh virtual environm
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -75,9 +76,15 @@ def test_a_script_beside_its_own_models_and_judging_packages_uses_rcp_jax(tmp_pa
 
 @pytest.mark.slow
 def test_the_built_wheel_installs_only_rcp_jax_and_works_beside_user_packages(tmp_path):
-    dist = tmp_path / "dist"
+    # built from a copy of what the sdist holds, so the build leaves nothing (build/, *.egg-info) in the checkout
+    source, dist = tmp_path / "source", tmp_path / "dist"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for name in ("rcp_jax", "models", "judging"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(dist), str(ROOT)], capture_output=True, text=True, timeout=600)
+                            "-w", str(dist), str(source)], capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr[-3000:]
     wheel, = dist.glob("rcp_jax-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
