@@ -3,7 +3,7 @@
 A tiny BEIR folder made here (4 queries on four topics, 24 documents, no ``qrels/``) goes through every verb
 in this process (:func:`rcp_jax.cli.main`): pool -> judge -> fit -> evaluate -> compare -> diagnose -> extend
 -> evaluate -> judge --budget, the judge being an OpenAI-compatible fake server on 127.0.0.1
-(:class:`rcp_jax.judging.testing_server.FakeOpenAIServer`, answering with a simulated judge whose latent relevance is
+(:class:`benchmarks.fixtures.fake_server.FakeOpenAIServer`, answering with a simulated judge whose latent relevance is
 set here, not from qrels). Then the partly labelled case (qrels for 2 of 4 queries, given by ``--qrels FILE``),
 the simulated judge's refusal, ``read_beir`` on missing splits, the fusion run against a reference RRF
 written here (and ranx's), and two run files with one TREC tag.
@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rcp_jax.judging import SimulatedJudge
-from rcp_jax.judging.testing_server import FakeOpenAIServer
+from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from rcp_jax import data
 from rcp_jax.cli import main
 from rcp_jax.errors import DataError
+from rcp_jax.judging import SimulatedJudge
 
 TOPICS = {  # query id -> (query text, topic words, the first the most telling)
     "q1": ("solar panel efficiency", ["solar", "panel", "efficiency", "photovoltaic", "sunlight"]),

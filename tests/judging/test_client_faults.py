@@ -15,6 +15,7 @@ from collections import Counter
 
 import pytest
 
+from benchmarks.fixtures.fake_server import Fault, per_window
 from rcp_jax.judging import (
     JudgeCredentialsError,
     JudgeStructuredOutputError,
@@ -23,8 +24,7 @@ from rcp_jax.judging import (
     judge_windows_sync,
     read_judgements,
 )
-from rcp_jax.judging.client import REPAIR_MARKER
-from rcp_jax.judging.testing_server import Fault, per_window
+from rcp_jax.judging.transport.client import REPAIR_MARKER
 
 MODEL = "openai/fake-judge"
 FAKE_KEY = "sk-test-SECRET789-do-not-leak-4c1d2e"
@@ -211,8 +211,8 @@ def test_seed_and_temperature_stay_put_when_asked(tmp_path, dataset, windows, se
 
 def test_reask_temperature_is_capped_at_one_and_never_lowered():
     from rcp_jax.judging.judge import JudgeRequest
-    from rcp_jax.judging.records import Window
-    from rcp_jax.judging.render import builtin_template, render_window
+    from rcp_jax.judging.prompts.render import builtin_template, render_window
+    from rcp_jax.judging.store.records import Window
 
     w = Window("q", "tournament", "p", 0, ("a", "b"))
     rendered = render_window(builtin_template("tournament"), "query", w.doc_ids, ["x", "y"])

@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 
+from benchmarks.fixtures.fake_server import Fault, per_window
 from rcp_jax.judging import (
     JudgeAuthError,
     JudgeNotFoundError,
@@ -22,7 +23,6 @@ from rcp_jax.judging import (
     judge_windows_sync,
     read_judgements,
 )
-from rcp_jax.judging.testing_server import Fault, per_window
 
 MODEL = "openai/fake-judge"
 #: A key that must never appear in a message, a log line or a stored record.

@@ -1,4 +1,4 @@
-"""The bench of several endpoints (rcp_jax.judging.endpoints.EndpointPool), on a clock the test moves: a failing endpoint is
+"""The bench of several endpoints (rcp_jax.judging.transport.endpoints.EndpointPool), on a clock the test moves: a failing endpoint is
 benched, its bench doubles while it keeps failing and clears on an answer, it is probed one try at a time, and the
 choice prefers the endpoint with the fewest tries in flight among those not benched and not failed this call."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rcp_jax.judging.endpoints import EndpointPool
+from rcp_jax.judging.transport.endpoints import EndpointPool
 
 
 def fail(pool, i, now, **kw):

@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
+from benchmarks.fixtures.fake_server import Fault
 from rcp_jax.judging import JudgeTransportError, LiteLLMJudge, judge_windows_sync
-from rcp_jax.judging.testing_server import Fault
 
 MODEL = "openai/fake-judge"
 #: Must never appear in a stored record, a log line or the output.

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rcp_jax.judging.parse import PARSER_VERSION, decode_answer, parse_rubric, parse_tournament, strip_thinking
-from rcp_jax.judging.records import INVALID_CATEGORIES
+from rcp_jax.judging.answers.parse import PARSER_VERSION, decode_answer, parse_rubric, parse_tournament, strip_thinking
+from rcp_jax.judging.store.records import INVALID_CATEGORIES
 
 IDS = ["a", "b", "c"]  # real ids; the judge saw doc_1, doc_2, doc_3
 GOOD_T = '{"reasoning": "r", "ranking": ["doc_1", "doc_3", "doc_2"], "scores": {"doc_1": 2, "doc_2": -1, "doc_3": 0}}'

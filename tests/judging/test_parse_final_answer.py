@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rcp_jax.judging.parse import echoed_documents, parse_answer, parse_lists, parse_rubric, parse_tournament
+from rcp_jax.judging.answers.parse import echoed_documents, parse_answer, parse_lists, parse_rubric, parse_tournament
 
 IDS = ["a", "b", "c"]  # real ids; the judge saw doc_1, doc_2, doc_3
 REAL = {"doc_1": -3, "doc_2": 4, "doc_3": 1}
@@ -127,9 +127,9 @@ def test_echo_checks_the_answer_the_parser_uses():
 
 
 def test_page_documents_are_read_by_their_text():
-    """Corpus values of a page collection (rcp_jax.judging.pages.Document) are checked by their text (issue 30:
+    """Corpus values of a page collection (rcp_jax.judging.prompts.pages.Document) are checked by their text (issue 30:
     a TypeError crashed `doctor` on pages); a page image alone holds no answer."""
-    from rcp_jax.judging.pages import Document, PageImage
+    from rcp_jax.judging.prompts.pages import Document, PageImage
 
     page = PageImage("data:image/png;base64,iVBORw0KGgo=")
     docs = [Document("", page), Document(planted_doc({"scores": PLANTED}), page), "plain text"]

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from rcp_jax.judging import PromptError, PromptTemplate, SimulatedJudge, Window, builtin_template, render_window
 from rcp_jax.judging.judge import resolve_prompts
-from rcp_jax.judging.render import TRUNCATION_MARKER, escape_text, fit_budget, read_rendered, unescape_text
+from rcp_jax.judging.prompts.render import TRUNCATION_MARKER, escape_text, fit_budget, read_rendered, unescape_text
 
 
 def test_builtin_templates_carry_the_method_and_placeholders():

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from rcp_jax.judging import SimulatedJudge, Window
+from rcp_jax.judging.answers.parse import parse_rubric
 from rcp_jax.judging.judge import resolve_prompts
-from rcp_jax.judging.parse import parse_rubric
-from rcp_jax.judging.records import JudgeFamily
-from rcp_jax.judging.render import builtin_template, render_window
-from rcp_jax.judging.rubric import (
+from rcp_jax.judging.prompts.render import builtin_template, render_window
+from rcp_jax.judging.prompts.rubric import (
     MAX_CRITERIA,
     RubricError,
     builtin_rubric,
@@ -24,7 +23,8 @@ from rcp_jax.judging.rubric import (
     load_rubric,
     rubric_from_text,
 )
-from rcp_jax.judging.schema import rubric_schema
+from rcp_jax.judging.store.records import JudgeFamily
+from rcp_jax.judging.transport.schema import rubric_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,14 +65,14 @@ def test_the_builtin_rubric_is_a_shipped_file_whose_prompt_is_the_pinned_one():
     assert "answer five yes/no questions" in template.text and "{{CRITERIA}}" not in template.text
     assert load_rubric("paper") == rubric  # a shipped rubric's name, with no such file here
     # package data: a non-editable install ships the file
-    assert resources.files("rcp_jax.judging").joinpath("rubrics", "paper.toml").is_file()
+    assert resources.files("rcp_jax.judging.prompts").joinpath("rubrics", "paper.toml").is_file()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert "rubrics/*.toml" in pyproject["tool"]["setuptools"]["package-data"]["rcp_jax.judging"]
+    assert "rubrics/*.toml" in pyproject["tool"]["setuptools"]["package-data"]["rcp_jax.judging.prompts"]
 
 
 def test_a_copy_of_the_builtin_file_is_the_builtin_rubric_with_the_same_family(tmp_path):
     copy = tmp_path / "mine.toml"
-    copy.write_text(resources.files("rcp_jax.judging").joinpath("rubrics", "paper.toml").read_text(encoding="utf-8")
+    copy.write_text(resources.files("rcp_jax.judging.prompts").joinpath("rubrics", "paper.toml").read_text(encoding="utf-8")
                     .replace('name = "paper"', 'name = "my copy"') + "\n# a comment\n", encoding="utf-8")
     rubric = load_rubric(copy)
     assert rubric.name == "my copy" and rubric.builtin and rubric.hash == builtin_rubric().hash

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rcp_jax.judging.parse import parse_lists, parse_rubric, parse_tournament
-from rcp_jax.judging.render import positional_ids
-from rcp_jax.judging.schema import FORMS, GRID_STEP, answer_schema, response_format, score_grid
+from rcp_jax.judging.answers.parse import parse_lists, parse_rubric, parse_tournament
+from rcp_jax.judging.prompts.render import positional_ids
+from rcp_jax.judging.transport.schema import FORMS, GRID_STEP, answer_schema, response_format, score_grid
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import time
 
-from rcp_jax.judging.server_info import ServerInfo, context_warning, probe_server
+from rcp_jax.judging.transport.server_info import ServerInfo, context_warning, probe_server
 
 
 def test_llama_cpp_props_give_context_and_slots(served):

@@ -9,7 +9,7 @@ the same commit that bumps the prompt or parser, and say so in the changelog.
 from __future__ import annotations
 
 from rcp_jax.judging import LiteLLMJudge
-from rcp_jax.judging.records import Window, content_hash, record_id
+from rcp_jax.judging.store.records import Window, content_hash, record_id
 
 
 def test_content_hash_is_pinned():

@@ -19,8 +19,8 @@ from rcp_jax.judging import (
     record_id,
     reparse_store,
 )
+from rcp_jax.judging.answers.parse import PARSER_VERSION
 from rcp_jax.judging.errors import JudgeInputError
-from rcp_jax.judging.parse import PARSER_VERSION
 
 FAMILY = JudgeFamily(model="m", prompt_hash="p" * 16, parser_version=PARSER_VERSION, decoding={"temperature": 0.0})
 
@@ -122,11 +122,11 @@ def test_torn_last_line_is_skipped_by_readers_and_moved_by_writers(tmp_path, cap
     full = json.dumps(judgement(W2).to_dict())
     with open(path, "a") as f:
         f.write(full[: len(full) // 2])  # a crash in the middle of a write
-    with caplog.at_level(logging.WARNING, logger="rcp_jax.judging.store"):
+    with caplog.at_level(logging.WARNING, logger="rcp_jax.judging.store.jsonl"):
         assert [j.window for j in read_judgements(tmp_path, "tournament")] == [W1]
     assert "torn" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="rcp_jax.judging.store"):
+    with caplog.at_level(logging.WARNING, logger="rcp_jax.judging.store.jsonl"):
         with JudgementStore(tmp_path) as store:
             store.append(judgement(W2))
     assert "torn" in caplog.text
@@ -147,7 +147,7 @@ def test_async_appends_share_fsyncs_and_all_land(tmp_path, monkeypatch):
     import asyncio
     import os
 
-    from rcp_jax.judging import store as store_module
+    from rcp_jax.judging.store import jsonl as store_module
 
     fsyncs = []
     real_fsync = os.fsync

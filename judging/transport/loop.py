@@ -21,12 +21,12 @@
 Example::
 
     import signal
-    from rcp_jax.judging.loop import interrupt_handler, run
+    from rcp_jax.judging.transport.loop import interrupt_handler, run
 
     signal.signal(signal.SIGTERM, interrupt_handler)   # SIGTERM now stops runs like Ctrl-C
     try:
         judgements = run(judge_windows(windows, judge=judge, store="store/", documents=docs, queries=qs))
-    except KeyboardInterrupt as err:                   # rcp_jax.judging.loop.Interrupted: err.signum says which
+    except KeyboardInterrupt as err:                   # rcp_jax.judging.transport.loop.Interrupted: err.signum says which
         ...
 """
 

@@ -17,7 +17,7 @@ Rules:
 - A line is written with a single ``write`` and made durable (``fsync``) before the caller is told it
   is stored. Concurrent async appends are committed in groups (one ``fsync`` per group) by a worker
   thread, so a slow disk never stalls the event loop.
-- A window is *done* for a family once one record with its :func:`rcp_jax.judging.records.record_id` is
+- A window is *done* for a family once one record with its :func:`rcp_jax.judging.store.records.record_id` is
   valid. Invalid attempts are kept (for audit and re-parsing) but do not count.
 - A stage's file is created when its first record is written (so a store holds no empty files).
 - Only one process may write a store at a time (``StoreLockedError`` otherwise). Reading never locks.
@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from rcp_jax.judging.errors import StoreError, StoreLockedError
-from rcp_jax.judging.records import STAGES, Judgement
+from rcp_jax.judging.store.records import STAGES, Judgement
 
-log = logging.getLogger("rcp_jax.judging.store")
+log = logging.getLogger("rcp_jax.judging.store.jsonl")
 
 _torn_reported: set[tuple[str, int]] = set()  # (file, size) whose torn last line was reported
 

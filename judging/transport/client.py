@@ -39,15 +39,15 @@ A vLLM / SGLang server, or any OpenAI-compatible endpoint::
 
     judge = LiteLLMJudge("hosted_vllm/Qwen/Qwen3-32B", api_base="http://gpu1:8000/v1")
 
-Several servers of the same model, load spread over them (:mod:`rcp_jax.judging.endpoints`)::
+Several servers of the same model, load spread over them (:mod:`rcp_jax.judging.transport.endpoints`)::
 
     judge = LiteLLMJudge("hosted_vllm/Qwen/Qwen3-32B",
                          endpoints=["http://gpu1:8000/v1", "http://gpu2:8000/v1"])
 
-Several endpoints: an :class:`rcp_jax.judging.endpoints.EndpointPool` picks the endpoint of each try (the one with the
+Several endpoints: an :class:`rcp_jax.judging.transport.endpoints.EndpointPool` picks the endpoint of each try (the one with the
 fewest tries in flight among those not benched) and each try is a plain ``litellm.acompletion`` to that endpoint;
 our retry policy above stays in charge. A retry goes to an endpoint that has not failed this call yet, at once (no
-backoff) while there is one. An endpoint that fails :data:`rcp_jax.judging.endpoints.FAILS_TO_BENCH` tries in a row, or
+backoff) while there is one. An endpoint that fails :data:`rcp_jax.judging.transport.endpoints.FAILS_TO_BENCH` tries in a row, or
 one try that reached nothing (connection refused), is benched: passed over for ``endpoint_bench_s`` seconds,
 doubling (up to ``endpoint_bench_max_s``) each time it is benched again before it answers, then probed one try at
 a time. While another endpoint is answering, a failed try does not count against the call's
@@ -68,7 +68,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rcp_jax.judging.endpoints import BENCH_MAX_S, BENCH_S, EndpointPool
+from rcp_jax.judging.answers.verdict import truncate
 from rcp_jax.judging.errors import (
     JudgeAuthError,
     JudgeCredentialsError,
@@ -80,14 +80,14 @@ from rcp_jax.judging.errors import (
     JudgeTransportError,
 )
 from rcp_jax.judging.judge import DEFAULT_MAX_WINDOW_CHARS, BaseJudge, Completion, JudgeRequest
-from rcp_jax.judging.pages import approx_image_tokens, message_images, message_text
-from rcp_jax.judging.records import Usage
-from rcp_jax.judging.redaction import redact
-from rcp_jax.judging.render import PromptTemplate
-from rcp_jax.judging.schema import response_format
-from rcp_jax.judging.verdict import truncate
+from rcp_jax.judging.prompts.pages import approx_image_tokens, message_images, message_text
+from rcp_jax.judging.prompts.template import PromptTemplate
+from rcp_jax.judging.store.records import Usage
+from rcp_jax.judging.transport.endpoints import BENCH_MAX_S, BENCH_S, EndpointPool
+from rcp_jax.judging.transport.redaction import redact
+from rcp_jax.judging.transport.schema import response_format
 
-log = logging.getLogger("rcp_jax.judging.client")
+log = logging.getLogger("rcp_jax.judging.transport.client")
 
 #: ``structured_output`` modes: ``json_schema`` (OpenAI form, ``{"type": "json_schema", "json_schema": {...}}``:
 #: hosted APIs, vLLM, SGLang, Ollama, recent llama.cpp), ``json_object`` (JSON, no shape), ``json_object_schema``
@@ -169,7 +169,7 @@ class LiteLLMJudge(BaseJudge):
     endpoints : several endpoints serving the same model: URLs, or mappings with ``api_base`` and
         optional ``api_key`` / ``model``. Tries are spread over them and failing ones benched (module docstring).
     endpoint_bench_s, endpoint_bench_max_s : seconds a failing endpoint is first benched, and the longest bench
-        (it doubles while the endpoint keeps failing); see :mod:`rcp_jax.judging.endpoints`.
+        (it doubles while the endpoint keeps failing); see :mod:`rcp_jax.judging.transport.endpoints`.
     temperature, max_tokens, top_p, seed : decoding settings (part of the judge family).
     extra_params : more keyword arguments for ``acompletion`` (e.g. ``{"reasoning_effort": "low"}``);
         part of the family.
@@ -746,7 +746,7 @@ class LiteLLMJudge(BaseJudge):
     def image_tokens(self, url: str) -> tuple[int, str]:
         """Prompt tokens of one image as sent (a data URL) and the rule used: litellm's image rule for this model
         where it has one (OpenAI's tiles, Anthropic's patches), else the approximation of
-        :func:`rcp_jax.judging.pages.approx_image_tokens` (one token per 28 x 28-pixel patch)."""
+        :func:`rcp_jax.judging.prompts.pages.approx_image_tokens` (one token per 28 x 28-pixel patch)."""
         self._ensure_litellm()
         try:  # litellm >= 1.8x: per-model image rules; older versions have none (then the approximation)
             from litellm.litellm_core_utils import token_counter as tc  # noqa: PLC0415

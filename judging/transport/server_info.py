@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger("rcp_jax.judging.server_info")
+log = logging.getLogger("rcp_jax.judging.transport.server_info")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Re-reading stored raw answers with the current parser into a new store.
 
 Use after the parser improves: answers that were invalid may become valid (and the reverse) without
-asking the judge again. The new records carry the current :data:`rcp_jax.judging.parse.PARSER_VERSION` in
+asking the judge again. The new records carry the current :data:`rcp_jax.judging.answers.parse.PARSER_VERSION` in
 their family: after a version bump, new record ids; after a fix that keeps the version (so that
 resumed runs keep their ids, e.g. reading the final answer of a reply rather than the first), the
 same ids with the current reading. The source store is only read.
@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rcp_jax.judging.answers.parse import PARSER_VERSION, parse_answer
 from rcp_jax.judging.errors import StoreError
-from rcp_jax.judging.parse import PARSER_VERSION, parse_answer
-from rcp_jax.judging.records import STAGES, record_id
-from rcp_jax.judging.store import JudgementStore, read_judgements
+from rcp_jax.judging.store.jsonl import JudgementStore, read_judgements
+from rcp_jax.judging.store.records import STAGES, record_id
 
 
 @dataclass(frozen=True)

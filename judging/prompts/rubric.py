@@ -3,7 +3,7 @@
 A rubric is an ordered list of K >= 2 yes/no criteria, each a short ``name`` and the ``question`` the judge
 reads. It drives the rubric prompt (the criteria block, the answer example and the count of questions), the
 answer schema and the parser (answers ``C1..CK`` in the file's order), the calibration (K items) and the
-reports (criterion names instead of ``C1..CK``). The built-in rubric is the file ``judging/rubrics/paper.toml``
+reports (criterion names instead of ``C1..CK``). The built-in rubric is the file ``judging/prompts/rubrics/paper.toml``
 (the five criteria of METHOD section 2); its prompt is byte for byte the prompt judged before rubric files
 existed, so stores judged then keep their record ids.
 
@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from rcp_jax.judging.errors import PromptError
-from rcp_jax.judging.records import content_hash
-from rcp_jax.judging.render import PromptTemplate
+from rcp_jax.judging.prompts.template import PromptTemplate
+from rcp_jax.judging.store.records import content_hash
 
-#: The built-in rubric's name (the file ``judging/rubrics/<name>.toml``).
+#: The built-in rubric's name (the file ``judging/prompts/rubrics/<name>.toml``).
 BUILTIN_RUBRIC = "paper"
 #: Fewest criteria: with one, the 2PL's scale (sum of gamma = K, mean of beta = 0) leaves nothing to fit.
 MIN_CRITERIA = 2
@@ -138,9 +138,9 @@ class Rubric:
     def template(self, frame: str | None = None) -> PromptTemplate:
         """The rubric prompt of this rubric: ``frame`` (default: the built-in ``prompts/rubric.txt``) with
         ``{{N_CRITERIA}}``, ``{{CRITERIA}}`` and ``{{ANSWER_EXAMPLE}}`` filled in. The template keeps this
-        rubric (:attr:`rcp_jax.judging.render.PromptTemplate.rubric`), so judges record it in their rubric family."""
+        rubric (:attr:`rcp_jax.judging.prompts.render.PromptTemplate.rubric`), so judges record it in their rubric family."""
         if frame is None:
-            frame = resources.files("rcp_jax.judging").joinpath("prompts", "rubric.txt").read_text(encoding="utf-8")
+            frame = resources.files("rcp_jax.judging.prompts").joinpath("rubric.txt").read_text(encoding="utf-8")
         count = _NUMBER_WORDS[self.k] if self.k < len(_NUMBER_WORDS) else str(self.k)
         text = (frame.replace("{{N_CRITERIA}}", count).replace("{{CRITERIA}}", self.criteria_block())
                 .replace("{{ANSWER_EXAMPLE}}", self.answer_example()))
@@ -158,10 +158,10 @@ def describe_summary(summary: Mapping[str, Any]) -> str:
 
 
 def builtin_rubric() -> Rubric:
-    """The built-in rubric (``judging/rubrics/paper.toml``): the five criteria C1..C5 of METHOD section 2."""
+    """The built-in rubric (``judging/prompts/rubrics/paper.toml``): the five criteria C1..C5 of METHOD section 2."""
     global _BUILTIN
     if _BUILTIN is None:
-        path = resources.files("rcp_jax.judging").joinpath("rubrics", f"{BUILTIN_RUBRIC}.toml")
+        path = resources.files("rcp_jax.judging.prompts").joinpath("rubrics", f"{BUILTIN_RUBRIC}.toml")
         _BUILTIN = rubric_from_text(path.read_text(encoding="utf-8"), source=f"builtin:{BUILTIN_RUBRIC}",
                                     default_name=BUILTIN_RUBRIC)
     return _BUILTIN
@@ -171,8 +171,8 @@ _BUILTIN: Rubric | None = None
 
 
 def builtin_rubric_names() -> list[str]:
-    """Names of the rubrics shipped with the package (``judging/rubrics/*.toml``)."""
-    folder = resources.files("rcp_jax.judging").joinpath("rubrics")
+    """Names of the rubrics shipped with the package (``judging/prompts/rubrics/*.toml``)."""
+    folder = resources.files("rcp_jax.judging.prompts").joinpath("rubrics")
     return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
@@ -189,7 +189,7 @@ def load_rubric(path: str | Path) -> Rubric:
     if not p.exists() and str(path) in builtin_rubric_names() and p.suffix == "":
         if str(path) == BUILTIN_RUBRIC:
             return builtin_rubric()
-        text = resources.files("rcp_jax.judging").joinpath("rubrics", f"{path}.toml").read_text(encoding="utf-8")
+        text = resources.files("rcp_jax.judging.prompts").joinpath("rubrics", f"{path}.toml").read_text(encoding="utf-8")
         return rubric_from_text(text, source=f"builtin:{path}", default_name=str(path))
     if not p.is_file():
         what = "is a folder" if p.is_dir() else "not found"
@@ -312,7 +312,7 @@ def resolve_rubric(value: Rubric | str | Path | None) -> Rubric:
 
 
 def family_rubric(family: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The rubric summary of a rubric family (a :meth:`rcp_jax.judging.records.JudgeFamily.to_dict`): the one it
+    """The rubric summary of a rubric family (a :meth:`rcp_jax.judging.store.records.JudgeFamily.to_dict`): the one it
     records, the built-in rubric's when it records none and its prompt is the built-in prompt (families judged
     with the built-in rubric record none, so their ids did not change), else ``None`` (a custom template)."""
     recorded = family.get("rubric")

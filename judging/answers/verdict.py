@@ -6,7 +6,7 @@ answers). Everything here reads stored :class:`judging.Judgement` records; nothi
 
 Example::
 
-    from rcp_jax.judging.verdict import summarise_store
+    from rcp_jax.judging.answers.verdict import summarise_store
     print(summarise_store("rcp_runs/store").describe())
     # 12 invalid answers of 14 (no_json 9, truncated 3); 4 windows still without a valid answer
     # example (window q1/tournament/round1#0, attempt 3, no_json: no JSON object found): 'Sure! Here ...'
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rcp_jax.judging.records import STAGES, Judgement
+from rcp_jax.judging.store.records import STAGES, Judgement
 
 #: Characters of an example raw answer shown in messages.
 EXAMPLE_CHARS = 240
@@ -120,7 +120,7 @@ def summarise(records: Iterable[Judgement]) -> InvalidSummary:
 
 def summarise_store(folder: str | Path, stages: Iterable[str] = STAGES) -> InvalidSummary:
     """:class:`InvalidSummary` of every record of ``stages`` in the store at ``folder`` (missing files: none)."""
-    from rcp_jax.judging.store import read_judgements  # noqa: PLC0415 - the store imports records; keep this light
+    from rcp_jax.judging.store.jsonl import read_judgements  # noqa: PLC0415 - the store imports records; keep this light
 
     folder = Path(folder)
     records: list[Judgement] = []

@@ -20,7 +20,7 @@ an object are distinct" (``uniqueItems`` applies to arrays only), so the schema 
 xgrammar backend do not accept the keyword, so it is left out too. Distinctness is the parser's job:
 a tie is accepted and noted by default (METHOD: a tied pair counts as p = 0.5), or refused with
 ``distinct=True`` as a ``schema`` error whose detail names the tied ids and value (see
-:func:`rcp_jax.judging.parse.parse_tournament`), ready to be quoted in a repair message.
+:func:`rcp_jax.judging.answers.parse.parse_tournament`), ready to be quoted in a repair message.
 
 The forms servers accept (:func:`response_format`, ``mode=``)
 -------------------------------------------------------------
@@ -37,7 +37,7 @@ The forms servers accept (:func:`response_format`, ``mode=``)
 - ``"json_object"``: ``{"type": "json_object"}``, any JSON object (no schema).
 - ``"off"`` (or ``"none"``): no ``response_format``.
 
-The schema narrows what the model can write; :mod:`rcp_jax.judging.parse` still validates every answer, so a
+The schema narrows what the model can write; :mod:`rcp_jax.judging.answers.parse` still validates every answer, so a
 schema is a help, never a substitute.
 """
 

@@ -76,7 +76,7 @@ class ImageLimits:
     max_bytes : largest encoded size in bytes of an image as sent (larger ones are re-encoded, then shrunk).
     max_images : most images in one window. Page-only documents (no text) get the slots first; documents with
         text past it are shown by their text alone, with a note saying so (see
-        :attr:`rcp_jax.judging.render.RenderedWindow.omitted_images`); a window with more page-only documents is refused
+        :attr:`rcp_jax.judging.prompts.render.RenderedWindow.omitted_images`); a window with more page-only documents is refused
         (:func:`check_window_images`).
     """
 
@@ -367,7 +367,7 @@ def window_images_hash(doc_values: Sequence[str | Document], limits: ImageLimits
     """The image identity of a window whose documents are ``doc_values`` (in window order): a 16-hex hash of
     each image's bytes (``None`` for a document without one) and the limits; ``""`` when no document of the
     window has an image (its record id then stays that of a text window)."""
-    from rcp_jax.judging.records import content_hash  # noqa: PLC0415 - records imports nothing from here
+    from rcp_jax.judging.store.records import content_hash  # noqa: PLC0415 - records imports nothing from here
 
     shas = [img.sha256 if (img := doc_image(v)) is not None else None for v in doc_values]
     if not any(shas):

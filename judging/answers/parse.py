@@ -31,7 +31,7 @@ trailing commas and raw newlines inside strings. Validation forgives nothing tha
   ``"both"``, ``"List A"`` or a missing value are not: there is no default pick).
 
 A rejected answer is a :class:`ParseResult` with ``valid=False``, a category from
-:data:`rcp_jax.judging.records.INVALID_CATEGORIES` and a one-line ``detail`` written to be quoted back to the
+:data:`rcp_jax.judging.store.records.INVALID_CATEGORIES` and a one-line ``detail`` written to be quoted back to the
 judge in a repair message: it names the positional ids and values at fault (strings cut to 40
 characters), never the whole answer. There is no default grade.
 
@@ -57,8 +57,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rcp_jax.judging.pages import doc_text
-from rcp_jax.judging.render import positional_ids
+from rcp_jax.judging.prompts.pages import doc_text
+from rcp_jax.judging.prompts.render import positional_ids
 
 #: Bumped whenever validation rules change; part of the judge family, so new rules make new records.
 PARSER_VERSION = "1"
@@ -628,7 +628,7 @@ def echoed_documents(
     depend on this check (an answer for documents outside the window is refused whatever its origin);
     it is reported, so the window and the document can be inspected.
 
-    ``doc_texts`` may hold corpus values (:class:`rcp_jax.judging.pages.Document`, a page image with its text):
+    ``doc_texts`` may hold corpus values (:class:`rcp_jax.judging.prompts.pages.Document`, a page image with its text):
     their text is read; a page image holds no text answer.
 
     Returns the ids (from ``doc_ids``) of the documents holding the answer, in window order.

@@ -10,7 +10,7 @@ Rendering shows the judge positional ids ``doc_1 .. doc_w`` (never the real ids)
     escaped text
     </doc>
 
-A ``"lists"`` window (two ranked lists, see :class:`rcp_jax.judging.records.Window`) is rendered as two list
+A ``"lists"`` window (two ranked lists, see :class:`rcp_jax.judging.store.records.Window`) is rendered as two list
 blocks whose documents carry the ids ``A1 .. Ak`` and ``B1 .. Bm``::
 
     <list id="A">
@@ -53,15 +53,15 @@ as the delimiter itself. The rule, one character at a time (inverse: :func:`unes
 3. Everything else is unchanged: accents, combining marks, CJK (fullwidth punctuation included),
    math symbols, emoji.
 
-Page images (:mod:`rcp_jax.judging.pages`)
+Page images (:mod:`rcp_jax.judging.prompts.pages`)
 ----------------------------------
-A document given as a :class:`rcp_jax.judging.pages.Document` with a page image is shown inside its block as
+A document given as a :class:`rcp_jax.judging.prompts.pages.Document` with a page image is shown inside its block as
 the text ``[page image of doc_3]``, then the image, then its extracted text (if any); the message content
 becomes a list of OpenAI content parts (``text``, ``image_url`` with a base64 ``data:`` URL, ``text``, ...)
 that litellm maps to each provider. At most ``max_images`` images per window, each scaled to the limits of
-:class:`rcp_jax.judging.pages.ImageLimits`: page-only documents (no text) get the slots first, in window order, then the
+:class:`rcp_jax.judging.prompts.pages.ImageLimits`: page-only documents (no text) get the slots first, in window order, then the
 others; a document with text past the limit is shown by its text with a note. A window with more page-only
-documents than slots is refused before any call (:func:`rcp_jax.judging.pages.check_window_images`), and
+documents than slots is refused before any call (:func:`rcp_jax.judging.prompts.pages.check_window_images`), and
 :func:`render_window` refuses it too, since such a document would not be shown at all.
 
 So no document or query can close its own block, open a new one, forge the query or hide text from a
@@ -74,75 +74,33 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from rcp_jax.judging.errors import PromptError
-from rcp_jax.judging.pages import (
+from rcp_jax.judging.prompts.pages import (
     Document, ImageError, ImageLimits, doc_image, doc_text, encode_image, message_text, page_only,
 )
-from rcp_jax.judging.records import STAGES, content_hash
+from rcp_jax.judging.prompts.rubric import builtin_rubric
+from rcp_jax.judging.prompts.template import PromptTemplate
+from rcp_jax.judging.store.records import STAGES
 
 #: Appended to a document cut to fit the window budget (after escaping, so it is visible as-is).
 TRUNCATION_MARKER = " [... truncated]"
 
 _PLACEHOLDER = re.compile(r"\{\{(QUERY|DOCUMENTS|N_DOCS|DOC_IDS)\}\}")
-_REQUIRED = ("{{QUERY}}", "{{DOCUMENTS}}")
-
-
-@dataclass(frozen=True)
-class PromptTemplate:
-    """A prompt for one stage.
-
-    Attributes
-    ----------
-    stage : ``"tournament"``, ``"rubric"`` or ``"lists"``.
-    text : the template text with ``{{QUERY}}`` and ``{{DOCUMENTS}}`` placeholders.
-    n_criteria : K for a rubric template (criteria C1..CK), 0 for a tournament or lists template.
-    name : a label for messages (``"builtin:tournament"``, a file name, ...).
-    rubric : the :class:`rcp_jax.judging.rubric.Rubric` a rubric template was made from
-        (:meth:`rcp_jax.judging.rubric.Rubric.template`), recorded in the judge's rubric family; ``None`` for other
-        templates. Not part of :attr:`hash` (the criteria are in the text already).
-    """
-
-    stage: str
-    text: str
-    n_criteria: int = 0
-    name: str = "custom"
-    rubric: Any = field(default=None, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.stage not in STAGES:
-            raise PromptError(f"prompt {self.name}: stage {self.stage!r} is not one of {STAGES}")
-        missing = [p for p in _REQUIRED if p not in self.text]
-        if missing:
-            raise PromptError(
-                f"prompt {self.name}: placeholder(s) {missing} missing; a template must contain "
-                "{{QUERY}} and {{DOCUMENTS}} where the query and the document blocks go"
-            )
-        if self.stage == "rubric" and self.n_criteria < 1:
-            raise PromptError(f"prompt {self.name}: a rubric template needs n_criteria >= 1 (criteria C1..CK)")
-        if self.stage != "rubric" and self.n_criteria != 0:
-            raise PromptError(f"prompt {self.name}: a {self.stage} template takes no criteria (n_criteria=0)")
-
-    @property
-    def hash(self) -> str:
-        """16-hex content hash of (stage, text, n_criteria); part of the judge family."""
-        return content_hash({"stage": self.stage, "text": self.text, "n_criteria": self.n_criteria})
 
 
 def builtin_template(stage: str) -> PromptTemplate:
     """The project's own template for ``stage`` (rubric: ``prompts/rubric.txt`` filled with the built-in rubric,
-    the five criteria C1..C5 of METHOD section 2; see :mod:`rcp_jax.judging.rubric`)."""
+    the five criteria C1..C5 of METHOD section 2; see :mod:`rcp_jax.judging.prompts.rubric`)."""
     if stage not in STAGES:
         raise PromptError(f"no built-in prompt for stage {stage!r}; stages are {STAGES}")
     if stage == "rubric":
-        from rcp_jax.judging.rubric import builtin_rubric  # noqa: PLC0415 - rcp_jax.judging.rubric imports this module
-
         return builtin_rubric().template()
-    text = resources.files("rcp_jax.judging").joinpath("prompts", f"{stage}.txt").read_text(encoding="utf-8")
-    return PromptTemplate(stage=stage, text=text, n_criteria=5 if stage == "rubric" else 0, name=f"builtin:{stage}")
+    text = resources.files("rcp_jax.judging.prompts").joinpath(f"{stage}.txt").read_text(encoding="utf-8")
+    return PromptTemplate(stage=stage, text=text, n_criteria=0, name=f"builtin:{stage}")
 
 
 #: Compatibility forms of ``<`` and ``>`` (NFKC maps them to the ASCII bracket): always escaped.
@@ -381,15 +339,15 @@ def render_window(
     template : the stage's template.
     query_text : the query as the user wrote it (escaped here).
     doc_ids, doc_texts : the window's real ids and texts, in presentation order, same length w. A text may
-        be a :class:`rcp_jax.judging.pages.Document` with a page image: the message content is then a list of
+        be a :class:`rcp_jax.judging.prompts.pages.Document` with a page image: the message content is then a list of
         parts, the image inside its ``<doc>`` block right after the text part ending in
         ``[page image of doc_3]``, and its extracted text (if any) after it.
     max_window_chars : budget for the documents' raw text in the window (about 4 characters per token);
         ``None``: no limit. Documents over their share are cut and end with :data:`TRUNCATION_MARKER`.
     split : lists templates only: the length of list A (``doc_ids[:split]``; list B is the rest).
-    image_limits : size and count limits of the images (default :class:`rcp_jax.judging.pages.ImageLimits`): at most
+    image_limits : size and count limits of the images (default :class:`rcp_jax.judging.prompts.pages.ImageLimits`): at most
         ``max_images`` images are shown, page-only documents first; other documents past the limit are shown by
-        their text alone. More page-only documents than that raise :class:`rcp_jax.judging.pages.ImageError`.
+        their text alone. More page-only documents than that raise :class:`rcp_jax.judging.prompts.pages.ImageError`.
     """
     values_in = list(doc_texts)
     doc_texts = [doc_text(v) for v in values_in]
@@ -460,7 +418,7 @@ def render_window(
 
 def _image_slots(doc_ids: Sequence[str], values: Sequence[str | Document], limits: ImageLimits) -> set[int]:
     """Positions of the window whose image is shown: page-only documents first, then the others with an image, in
-    window order, at most ``limits.max_images``; raises :class:`rcp_jax.judging.pages.ImageError` when page-only documents
+    window order, at most ``limits.max_images``; raises :class:`rcp_jax.judging.prompts.pages.ImageError` when page-only documents
     alone exceed it (they would not be shown at all)."""
     only = [i for i, v in enumerate(values) if page_only(v)]
     if len(only) > limits.max_images:

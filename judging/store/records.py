@@ -48,7 +48,7 @@ class Window:
         each in rank order and distinct within itself; a document may appear in both lists.
     split : ``"lists"`` only: the length of list A (``1 <= split < len(doc_ids)``); 0 for other stages.
     images : a window showing page images: the hash of their bytes and the image limits
-        (:func:`rcp_jax.judging.pages.window_images_hash`, set by :func:`rcp_jax.judging.judge_windows`), so a changed image
+        (:func:`rcp_jax.judging.prompts.pages.window_images_hash`, set by :func:`rcp_jax.judging.judge_windows`), so a changed image
         is a new window and a moved file the same one; ``""`` for text windows. Part of the record id, not of
         window equality (the schedule's window and the stamped one are the same window).
     """
@@ -139,13 +139,13 @@ class JudgeFamily:
     ----------
     model : the model string (litellm form, e.g. ``"openai/gpt-4o-mini"``, or ``"simulated"``).
     prompt_hash : :attr:`rcp_jax.judging.prompts.PromptTemplate.hash` of the stage's template.
-    parser_version : :data:`rcp_jax.judging.parse.PARSER_VERSION` that validated the answer.
+    parser_version : :data:`rcp_jax.judging.answers.parse.PARSER_VERSION` that validated the answer.
     decoding : temperature, max tokens, structured-output mode, text budget, ... (JSON-able values).
     n_criteria : K of a rubric family (criteria C1..CK); 0 for a tournament family.
     rubric : a rubric family judged with a rubric file other than the built-in one: its summary
-        ``{"name", "hash", "criteria": [names], "source"}`` (:meth:`rcp_jax.judging.rubric.Rubric.summary`), whose
+        ``{"name", "hash", "criteria": [names], "source"}`` (:meth:`rcp_jax.judging.prompts.rubric.Rubric.summary`), whose
         ``hash`` enters the family id; ``None`` otherwise (the built-in rubric's families keep the ids they had
-        before rubric files existed; :func:`rcp_jax.judging.rubric.family_rubric` names their rubric).
+        before rubric files existed; :func:`rcp_jax.judging.prompts.rubric.family_rubric` names their rubric).
     """
 
     model: str

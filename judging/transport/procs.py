@@ -53,10 +53,10 @@ from typing import Any
 
 from rcp_jax.judging.errors import JudgeError, JudgeInputError
 from rcp_jax.judging.judge import BaseJudge, Completion, JudgeRequest, Ledger
-from rcp_jax.judging.records import JudgeFamily, Window
-from rcp_jax.judging.render import RenderedWindow
+from rcp_jax.judging.prompts.render import RenderedWindow
+from rcp_jax.judging.store.records import JudgeFamily, Window
 
-log = logging.getLogger("rcp_jax.judging.procs")
+log = logging.getLogger("rcp_jax.judging.transport.procs")
 
 _STOP = None  # the message asking a worker to finish
 
