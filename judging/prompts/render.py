@@ -1,8 +1,9 @@
-"""Prompt templates and the rendering of one window into chat messages.
+"""The rendering of one window into chat messages, and the project's built-in templates.
 
-A template is plain text with placeholders ``{{QUERY}}`` and ``{{DOCUMENTS}}`` (required) and
-``{{N_DOCS}}``, ``{{DOC_IDS}}`` (optional). The built-in templates live in ``judging/prompts/*.txt``;
-a custom template is any string with the required placeholders, and its hash enters the judge family.
+A template (:class:`rcp_jax.judging.prompts.template.PromptTemplate`) is plain text with placeholders
+``{{QUERY}}`` and ``{{DOCUMENTS}}`` (required) and ``{{N_DOCS}}``, ``{{DOC_IDS}}`` (optional). The built-in
+templates live in ``judging/prompts/*.txt`` (:func:`builtin_template`); a custom template is any string with
+the required placeholders, and its hash enters the judge family.
 
 Rendering shows the judge positional ids ``doc_1 .. doc_w`` (never the real ids) in delimited blocks::
 
