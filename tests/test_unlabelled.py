@@ -434,7 +434,7 @@ def test_unlabelled_flow_against_a_real_llama_cpp_server(tmp_path, labels):
     llama-cpp-python's server and SmolLM2-135M (a weak judge: only the exits and the outputs' shape are checked);
     ``partial``: the same with ``--qrels FILE`` labelling q1 only (pool, judge, evaluate read it).
     Skipped unless ``RCP_JAX_LLAMA_PYTHON`` names a Python with ``llama-cpp-python[server]`` (see
-    tests/judging/test_real_server.py); a few minutes on a busy two-core CPU."""
+    tests/judging/transport/test_real_server.py); a few minutes on a busy two-core CPU."""
     import importlib.util
 
     root = Path(__file__).resolve().parents[1]

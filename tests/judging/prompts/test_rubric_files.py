@@ -26,7 +26,7 @@ from rcp_jax.judging.prompts.rubric import (
 from rcp_jax.judging.store.records import JudgeFamily
 from rcp_jax.judging.transport.schema import rubric_schema
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 THREE = '''# a support-desk rubric
 name = "support"
