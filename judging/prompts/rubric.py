@@ -138,7 +138,7 @@ class Rubric:
     def template(self, frame: str | None = None) -> PromptTemplate:
         """The rubric prompt of this rubric: ``frame`` (default: the built-in ``prompts/rubric.txt``) with
         ``{{N_CRITERIA}}``, ``{{CRITERIA}}`` and ``{{ANSWER_EXAMPLE}}`` filled in. The template keeps this
-        rubric (:attr:`rcp_jax.judging.prompts.render.PromptTemplate.rubric`), so judges record it in their rubric family."""
+        rubric (:attr:`rcp_jax.judging.prompts.template.PromptTemplate.rubric`), so judges record it in their rubric family."""
         if frame is None:
             frame = resources.files("rcp_jax.judging.prompts").joinpath("rubric.txt").read_text(encoding="utf-8")
         count = _NUMBER_WORDS[self.k] if self.k < len(_NUMBER_WORDS) else str(self.k)

@@ -138,7 +138,7 @@ class JudgeFamily:
     Attributes
     ----------
     model : the model string (litellm form, e.g. ``"openai/gpt-4o-mini"``, or ``"simulated"``).
-    prompt_hash : :attr:`rcp_jax.judging.prompts.PromptTemplate.hash` of the stage's template.
+    prompt_hash : :attr:`rcp_jax.judging.prompts.template.PromptTemplate.hash` of the stage's template.
     parser_version : :data:`rcp_jax.judging.answers.parse.PARSER_VERSION` that validated the answer.
     decoding : temperature, max tokens, structured-output mode, text budget, ... (JSON-able values).
     n_criteria : K of a rubric family (criteria C1..CK); 0 for a tournament family.
