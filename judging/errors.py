@@ -2,7 +2,7 @@
 
 Every message names the model, endpoint, window, file or id that is wrong and says what to do about it.
 No message ever contains an API key: errors built from a provider's reply go through
-:func:`rcp_jax.judging.redaction.redact` first, and the provider's own exception is never chained.
+:func:`rcp_jax.judging.transport.redaction.redact` first, and the provider's own exception is never chained.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class InvalidAnswersError(JudgeError):
 
     Attributes
     ----------
-    summary : the :class:`rcp_jax.judging.verdict.InvalidSummary` of the invalid answers (by category, one
+    summary : the :class:`rcp_jax.judging.answers.verdict.InvalidSummary` of the invalid answers (by category, one
         example), or ``None``.
     """
 

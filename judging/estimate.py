@@ -7,10 +7,10 @@ shape (``reasoning_words`` words of reasoning; thinking tokens of reasoning mode
 be added with ``thinking_tokens_per_call``). Re-asks after invalid answers are not included: with an
 invalid rate r, multiply calls by about 1 / (1 - r).
 
-Page images (:mod:`rcp_jax.judging.pages`) are counted as sent (after scaling to the judge's image limits): with
+Page images (:mod:`rcp_jax.judging.prompts.pages`) are counted as sent (after scaling to the judge's image limits): with
 litellm's image rule for the model where litellm has one (OpenAI's tiles, e.g. 85 + 170 per 512-pixel
 tile for gpt-4o and 2833 + 5667 for gpt-4o-mini; Anthropic's 28-pixel patches), else one token per
-28 x 28-pixel patch (:func:`rcp_jax.judging.pages.approx_image_tokens`); ``token_method`` says which.
+28 x 28-pixel patch (:func:`rcp_jax.judging.prompts.pages.approx_image_tokens`); ``token_method`` says which.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from pathlib import Path
 
 from rcp_jax.judging.judge import BaseJudge
 from rcp_jax.judging.lookup import PerQuery, check_window_inputs
-from rcp_jax.judging.pages import check_window_images, stamp_images
-from rcp_jax.judging.records import Window, record_id
-from rcp_jax.judging.render import positional_ids
-from rcp_jax.judging.store import JudgementStore
+from rcp_jax.judging.prompts.pages import check_window_images, stamp_images
+from rcp_jax.judging.prompts.render import positional_ids
+from rcp_jax.judging.store.jsonl import JudgementStore
+from rcp_jax.judging.store.records import Window, record_id
 
 
 @dataclass(frozen=True)

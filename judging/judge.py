@@ -11,12 +11,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rcp_jax.judging.answers.parse import PARSER_VERSION
 from rcp_jax.judging.errors import PromptError
-from rcp_jax.judging.pages import ImageLimits, approx_image_tokens, message_images, message_text
-from rcp_jax.judging.parse import PARSER_VERSION
-from rcp_jax.judging.records import STAGES, JudgeFamily, Usage, Window
-from rcp_jax.judging.render import PromptTemplate, RenderedWindow, builtin_template, render_window
-from rcp_jax.judging.rubric import Rubric
+from rcp_jax.judging.prompts.pages import ImageLimits, approx_image_tokens, message_images, message_text
+from rcp_jax.judging.prompts.render import RenderedWindow, builtin_template, render_window
+from rcp_jax.judging.prompts.rubric import Rubric
+from rcp_jax.judging.prompts.template import PromptTemplate
+from rcp_jax.judging.store.records import STAGES, JudgeFamily, Usage, Window
 
 #: Default budget for a window's document text: ~15k tokens at ~4 characters per token.
 DEFAULT_MAX_WINDOW_CHARS = 60_000
@@ -49,7 +50,7 @@ class Completion:
     malformed : when the endpoint's reply held no answer at all (empty or null ``choices``, no message,
         ``content: null`` without tool calls), a one-line description; the answer is then stored invalid
         with category ``"malformed_response"`` and re-asked like any invalid answer. ``""`` otherwise.
-    reask : what this call varied as a re-ask (see :attr:`rcp_jax.judging.records.Judgement.reask`); ``None``.
+    reask : what this call varied as a re-ask (see :attr:`rcp_jax.judging.store.records.Judgement.reask`); ``None``.
     """
 
     text: str
@@ -92,7 +93,7 @@ class Ledger:
 
 def resolve_prompts(prompts: Mapping[str, PromptTemplate | Rubric | str] | None) -> dict[str, PromptTemplate]:
     """Built-in templates, overridden per stage by ``prompts`` (a :class:`PromptTemplate`; for ``"rubric"`` a
-    :class:`rcp_jax.judging.rubric.Rubric`, e.g. ``load_rubric("my.toml")``, whose criteria fill the built-in rubric
+    :class:`rcp_jax.judging.prompts.rubric.Rubric`, e.g. ``load_rubric("my.toml")``, whose criteria fill the built-in rubric
     prompt; or a plain string taken as the text of a custom template; a custom rubric string keeps K = 5)."""
     out = {stage: builtin_template(stage) for stage in STAGES}
     for stage, value in (prompts or {}).items():
@@ -125,7 +126,7 @@ class BaseJudge:
         arguments are left ``None`` (``None`` here too: the module defaults). Set on a judge, they reach every
         run made with it, also through wrappers that do not pass them on (e.g. ``rcp_jax.judge_collection``);
         ``rcp-jax`` sets them from ``--max-attempts`` / ``--stop-after-invalid``. Not part of the family.
-    image_limits : size and count limits of page images (:class:`rcp_jax.judging.pages.ImageLimits`; ``rcp-jax`` sets
+    image_limits : size and count limits of page images (:class:`rcp_jax.judging.prompts.pages.ImageLimits`; ``rcp-jax`` sets
         them from ``--image-max-side`` / ``--image-max-bytes`` / ``--images-per-window``). Not part of the
         family (text windows keep their ids): windows showing images carry them in their image hash.
     """
@@ -179,11 +180,11 @@ class BaseJudge:
 
     def prepare(self) -> None:
         """Load what the first call would otherwise load (no-op by default); worker processes call it
-        before taking calls (see :class:`rcp_jax.judging.procs.ProcessJudge`)."""
+        before taking calls (see :class:`rcp_jax.judging.transport.procs.ProcessJudge`)."""
 
     def count_tokens(self, messages: Sequence[Mapping[str, Any]]) -> tuple[int, str]:
         """Prompt tokens of ``messages`` and the method used; the base judge estimates chars/4 (images: the
-        approximation of :func:`rcp_jax.judging.pages.approx_image_tokens`)."""
+        approximation of :func:`rcp_jax.judging.prompts.pages.approx_image_tokens`)."""
         text = sum(len(message_text(m["content"])) for m in messages) // 4
         images = [u for m in messages for u in message_images(m["content"])]
         if not images:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from rcp_jax.judging.errors import JudgeInputError
 
 if TYPE_CHECKING:
-    from rcp_jax.judging.records import Window
+    from rcp_jax.judging.store.records import Window
 
 V = TypeVar("V")
 

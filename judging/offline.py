@@ -22,7 +22,7 @@ prose, a refusal, broken JSON), so every invalid path runs; a re-ask can then su
 Example
 -------
 >>> from rcp_jax.judging.offline import SimulatedJudge
->>> from rcp_jax.judging.parse import parse_tournament
+>>> from rcp_jax.judging.answers.parse import parse_tournament
 >>> judge = SimulatedJudge({"q1": {"a": 2.0, "b": -1.0, "c": 0.5}}, seed=1)
 >>> text, finish = judge.answer("tournament", "q1", ["a", "b", "c"])
 >>> parse_tournament(text, ["a", "b", "c"], finish_reason=finish).scores
@@ -42,8 +42,9 @@ from typing import Any
 
 from rcp_jax.judging.judge import DEFAULT_MAX_WINDOW_CHARS, BaseJudge, Completion, JudgeRequest
 from rcp_jax.judging.lookup import PerQuery
-from rcp_jax.judging.records import JudgeFamily, Usage
-from rcp_jax.judging.render import PromptTemplate, list_positional_ids, positional_ids
+from rcp_jax.judging.prompts.render import list_positional_ids, positional_ids
+from rcp_jax.judging.prompts.template import PromptTemplate
+from rcp_jax.judging.store.records import JudgeFamily, Usage
 
 #: Published NanoBEIR item parameters (METHOD section 3), the default rubric of the simulated judge.
 DEFAULT_GAMMA: tuple[float, ...] = (1.169, 1.047, 0.940, 1.157, 0.687)

@@ -31,16 +31,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from rcp_jax.judging.answers.parse import ParseResult, echoed_documents, parse_answer
+from rcp_jax.judging.answers.verdict import summarise
 from rcp_jax.judging.errors import JudgeInputError, JudgeVerdictError
 from rcp_jax.judging.judge import BaseJudge, JudgeRequest
 from rcp_jax.judging.lookup import PerQuery, check_window_inputs
-from rcp_jax.judging.pages import check_window_images, doc_text, stamp_images
-from rcp_jax.judging.loop import run as run_interruptible
-from rcp_jax.judging.parse import ParseResult, echoed_documents, parse_answer
-from rcp_jax.judging.procs import ProcessJudge
-from rcp_jax.judging.records import Judgement, Window, record_id
-from rcp_jax.judging.store import JudgementStore
-from rcp_jax.judging.verdict import summarise
+from rcp_jax.judging.prompts.pages import check_window_images, doc_text, stamp_images
+from rcp_jax.judging.store.jsonl import JudgementStore
+from rcp_jax.judging.store.records import Judgement, Window, record_id
+from rcp_jax.judging.transport.loop import run as run_interruptible
+from rcp_jax.judging.transport.procs import ProcessJudge
 
 log = logging.getLogger("rcp_jax.judging.run")
 
@@ -126,7 +126,7 @@ async def judge_windows(
     ------
     JudgeInputError : a window's query or document text is missing, a page image does not decode as PNG/JPEG, or a
         window holds more page-only documents than ``judge.image_limits.max_images`` (one would not be shown);
-        all checked before any call (:func:`rcp_jax.judging.pages.check_window_images`).
+        all checked before any call (:func:`rcp_jax.judging.prompts.pages.check_window_images`).
     JudgeVerdictError : the first ``stop_after_invalid`` answers of this run were all invalid; the message
         gives them by category, one raw answer and what to try. They are stored.
     JudgeAuthError, JudgeNotFoundError, JudgeRequestError, JudgeTransportError : from the judge; the
@@ -371,6 +371,6 @@ def judge_windows_sync(windows: Iterable[Window], **kwargs: object) -> list[Judg
             "judge_windows_sync was called inside a running event loop (e.g. Jupyter); use "
             "'await judge_windows(...)' there instead"
         )
-    # rcp_jax.judging.loop.run: asyncio.run that leaves no coroutine un-awaited on Ctrl-C, and stops on SIGTERM like
+    # rcp_jax.judging.transport.loop.run: asyncio.run that leaves no coroutine un-awaited on Ctrl-C, and stops on SIGTERM like
     # Ctrl-C where the process asked for it (rcp-jax's command line does)
     return run_interruptible(judge_windows(windows, **kwargs))  # type: ignore[arg-type]

@@ -274,8 +274,8 @@ def template_placeholders(prompt: str) -> list[str]:
 
 
 def builtin_placeholders() -> list[str]:
-    """The placeholders of the built-in tournament, rubric and lists templates (:mod:`rcp_jax.judging.render`)."""
-    from rcp_jax.judging.render import STAGES, builtin_template
+    """The placeholders of the built-in tournament, rubric and lists templates (:mod:`rcp_jax.judging.prompts.render`)."""
+    from rcp_jax.judging.prompts.render import STAGES, builtin_template
 
     out: list[str] = []
     for stage in STAGES:

@@ -10,11 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from rcp_jax.models import irt
 from rcp_jax.encoding.answers import answer_counts
 from rcp_jax.encoding.ids import codes_at, id_codes, order_by_code_and_id, run_starts
 from rcp_jax.errors import CalibrationError, DataError
 from rcp_jax.metrics import gain
+from rcp_jax.models import irt
 
 _CRITERION = re.compile(r"^C(\d+)$")
 #: the dtype of a column of Python strings (``astype(str)`` gives it)
@@ -88,7 +88,7 @@ class Calibration:
         method: ``map`` (frozen-BT 2PL) or ``rubric_only``.
         info: fit diagnostics (objective, iterations, converged, ...).
         rubric: the rubric the answers were given to, ``{"name", "hash", "criteria": [K names], "source"}``
-            (:meth:`rcp_jax.judging.rubric.Rubric.summary`; set by ``rcp-jax fit`` from the store), or ``None`` when
+            (:meth:`rcp_jax.judging.prompts.rubric.Rubric.summary`; set by ``rcp-jax fit`` from the store), or ``None`` when
             unknown. Its names label reports and plots (:attr:`labels`); ``criteria`` stays ``C1..CK``.
     """
 

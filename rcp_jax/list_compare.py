@@ -47,9 +47,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from rcp_jax.judging import JudgementStore, judge_windows
-from rcp_jax.judging.records import Judgement, Window
 from rcp_jax.errors import DataError
+from rcp_jax.judging import JudgementStore, judge_windows
+from rcp_jax.judging.store.records import Judgement, Window
 
 __all__ = [
     "ListComparison",
@@ -413,7 +413,7 @@ def compare_ideal_lists_sync(calibration=None, **kwargs) -> ListComparison:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        from rcp_jax.judging.loop import run as run_interruptible  # no coroutine left un-awaited on Ctrl-C
+        from rcp_jax.judging.transport.loop import run as run_interruptible  # no coroutine left un-awaited on Ctrl-C
 
         return run_interruptible(compare_ideal_lists(calibration, **kwargs))
     raise DataError("compare_ideal_lists_sync was called inside a running event loop (e.g. Jupyter); use "

@@ -26,17 +26,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rcp_jax.judging import judge_windows
-from rcp_jax.judging.errors import InvalidAnswersError
-from rcp_jax.judging.loop import Interrupted
-from rcp_jax.judging.loop import run as run_interruptible
-from rcp_jax.judging.records import Judgement, Window, content_hash
-from rcp_jax.judging.rubric import judge_rubric
-from rcp_jax.judging.store import JudgementStore
 from rcp_jax import schedule as S
 from rcp_jax.calibration import Calibration, calibrate
 from rcp_jax.errors import DataError
 from rcp_jax.evaluation import evaluate, leaderboard
+from rcp_jax.judging import judge_windows
+from rcp_jax.judging.errors import InvalidAnswersError
+from rcp_jax.judging.prompts.rubric import judge_rubric
+from rcp_jax.judging.store.jsonl import JudgementStore
+from rcp_jax.judging.store.records import Judgement, Window, content_hash
+from rcp_jax.judging.transport.loop import Interrupted
+from rcp_jax.judging.transport.loop import run as run_interruptible
 from rcp_jax.tournament import fit_bradley_terry
 
 
@@ -87,7 +87,7 @@ class PipelineInput:
     ) -> PipelineInput:
         """Build from tables: ``corpus`` (doc_id, [title,] text[, image]), ``queries`` (query_id, text), ``pools``
         (query_id, doc_id[, rank]; pool order = rank, else row order). Title and text are joined; a document
-        with an ``image`` (a file path or URL) becomes a :class:`rcp_jax.judging.pages.Document` (text and page image)."""
+        with an ``image`` (a file path or URL) becomes a :class:`rcp_jax.judging.prompts.pages.Document` (text and page image)."""
         if "rank" in pools.columns:
             pools = pools.sort_values(["query_id", "rank"], kind="stable")
         pool_map: dict[str, list[str]] = {}
@@ -98,7 +98,7 @@ class PipelineInput:
         texts = [f"{t}. {b}" if t and b else (t or b) for t, b in zip(title, body)]
         documents: dict = dict(zip(corpus["doc_id"].astype(str), texts))
         if "image" in corpus.columns:
-            from rcp_jax.judging.pages import Document, PageImage
+            from rcp_jax.judging.prompts.pages import Document, PageImage
 
             for d, image in zip(corpus["doc_id"].astype(str), corpus["image"].fillna("").astype(str)):
                 if image:
@@ -590,9 +590,9 @@ def flag_notes(store: str | Path, *, keep_flagged: bool = False) -> list[str]:
 def judge_collection_sync(collection: PipelineInput, **kwargs) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
     """:func:`judge_collection` for synchronous callers.
 
-    Ctrl-C (and SIGTERM, where the process installed :func:`rcp_jax.judging.loop.interrupt_handler` for it, as the
+    Ctrl-C (and SIGTERM, where the process installed :func:`rcp_jax.judging.transport.loop.interrupt_handler` for it, as the
     ``rcp-jax`` command does) stops the run with every received answer stored and raises
-    :class:`rcp_jax.judging.loop.Interrupted` (a ``KeyboardInterrupt``) whose message says how to resume.
+    :class:`rcp_jax.judging.transport.loop.Interrupted` (a ``KeyboardInterrupt``) whose message says how to resume.
     """
     import signal
 

@@ -52,10 +52,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rcp_jax.judging.records import Window, content_hash
-from rcp_jax.judging.store import IDENTITY_FILE, JudgementStore, read_identity
 from rcp_jax import schedule as S
 from rcp_jax.errors import DataError
+from rcp_jax.judging.store.jsonl import IDENTITY_FILE, JudgementStore, read_identity
+from rcp_jax.judging.store.records import Window, content_hash
 
 FORMAT = 1
 KIND = "rcp-jax schedule identity"
@@ -78,7 +78,7 @@ def pool_hash(doc_ids: Sequence[str]) -> str:
 def make_identity(dataset: str, seed: int, config: S.ScheduleConfig, pools: Mapping[str, Sequence[str]],
                   rubric: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The identity of a run (see the module docstring); ``created``/``updated`` are set when written.
-    ``rubric``: the summary of the run's rubric (:meth:`rcp_jax.judging.rubric.Rubric.summary`), or ``None``."""
+    ``rubric``: the summary of the run's rubric (:meth:`rcp_jax.judging.prompts.rubric.Rubric.summary`), or ``None``."""
     from rcp_jax import __version__
 
     queries = {str(q): {"pool_hash": pool_hash(docs), "documents": len(docs)} for q, docs in sorted(pools.items())}
@@ -121,7 +121,7 @@ def check_store_identity(
             another name and nothing else differs, resume under the recorded name (one
             :class:`StoreIdentityNote`).
         say: progress-line callback (first-run and new-query lines).
-        rubric: the summary of this run's rubric (:meth:`rcp_jax.judging.rubric.Rubric.summary`); ``None`` checks none
+        rubric: the summary of this run's rubric (:meth:`rcp_jax.judging.prompts.rubric.Rubric.summary`); ``None`` checks none
             (a custom rubric template given in Python).
 
     Returns:
@@ -206,7 +206,7 @@ def _differences(recorded: Mapping[str, Any], mine: Mapping[str, Any]) -> list[t
     if changed:
         out.append(("pools", changed, None))
     if mine.get("rubric") is not None:
-        from rcp_jax.judging.rubric import builtin_rubric
+        from rcp_jax.judging.prompts.rubric import builtin_rubric
 
         # an identity written before rubric files records none: its store was judged with the built-in rubric
         old_rubric = recorded.get("rubric") or builtin_rubric().summary()
@@ -237,7 +237,7 @@ def _refusal(folder: Path, path: Path, differences: list[tuple[str, Any, Any]], 
             lines.append(f"  pools: {len(old)} recorded queries have another pool (ids or their order): {shown}{more}")
             fixes.append("the pools file the store was judged with")
         elif what == "rubric":
-            from rcp_jax.judging.rubric import describe_summary
+            from rcp_jax.judging.prompts.rubric import describe_summary
 
             lines.append(f"  rubric: store {describe_summary(old)}; this run {describe_summary(new)}")
             source = str(old.get("source") or "")

@@ -228,7 +228,7 @@ def demo_windows():
 
 
 def _judged(judge, picks):
-    from rcp_jax.judging.parse import parse_answer
+    from rcp_jax.judging.answers.parse import parse_answer
 
     out = []
     for q, ws in picks:

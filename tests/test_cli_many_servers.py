@@ -11,11 +11,11 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from rcp_jax.judging import LiteLLMJudge, SimulatedJudge, Window, judge_windows_sync  # noqa: E402
-from rcp_jax.judging.testing_server import Fault, FakeOpenAIServer  # noqa: E402
+from benchmarks.fixtures.fake_server import Fault, FakeOpenAIServer  # noqa: E402
 from rcp_jax.cli import build_parser, main  # noqa: E402
 from rcp_jax.cli import _judge_options as J  # noqa: E402
 from rcp_jax.cli._endpoints import endpoint_summary  # noqa: E402
+from rcp_jax.judging import LiteLLMJudge, SimulatedJudge, Window, judge_windows_sync  # noqa: E402
 
 MODEL = "openai/fake-judge"
 SECRET = "sk-cli-MANY-SERVERS-secret-55aa"

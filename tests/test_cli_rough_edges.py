@@ -206,8 +206,8 @@ def test_load_calibration_accepts_the_fit_output_folder(fitted, tmp_path):
 @pytest.fixture
 def llama_cpp_python_like():
     """A fake server answering like llama-cpp-python: no /props (404), models ``owned_by: "me"``."""
+    from benchmarks.fixtures.fake_server import FakeOpenAIServer
     from rcp_jax.judging import SimulatedJudge
-    from rcp_jax.judging.testing_server import FakeOpenAIServer
 
     server = FakeOpenAIServer(SimulatedJudge({"q": {"d": 0.0}}), model_info={"owned_by": "me", "permissions": []}).start()
     yield server
@@ -215,7 +215,7 @@ def llama_cpp_python_like():
 
 
 def test_llama_cpp_python_is_one_slot(llama_cpp_python_like):
-    from rcp_jax.judging.server_info import probe_server
+    from rcp_jax.judging.transport.server_info import probe_server
 
     info = probe_server(llama_cpp_python_like.url, "openai/fake-judge")
     assert (info.context, info.slots) == (None, 1)
@@ -239,7 +239,7 @@ def test_concurrency_auto_picks_1_on_llama_cpp_python_and_advises_nothing_more(l
 
 
 def test_other_model_listings_are_not_taken_for_llama_cpp_python():
-    from rcp_jax.judging.server_info import _is_llama_cpp_python
+    from rcp_jax.judging.transport.server_info import _is_llama_cpp_python
 
     assert not _is_llama_cpp_python({"data": [{"id": "m", "object": "model", "owned_by": "vllm", "max_model_len": 8192}]})
     assert not _is_llama_cpp_python({"data": [{"id": "m", "owned_by": "llamacpp"}]})  # llama.cpp's llama-server

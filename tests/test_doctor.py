@@ -15,9 +15,9 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from rcp_jax.judging import SimulatedJudge  # noqa: E402
-from rcp_jax.judging.testing_server import Fault, FakeOpenAIServer  # noqa: E402
+from benchmarks.fixtures.fake_server import Fault, FakeOpenAIServer  # noqa: E402
 from rcp_jax.cli import main  # noqa: E402
+from rcp_jax.judging import SimulatedJudge  # noqa: E402
 
 MODEL = "openai/fake-judge"
 

@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rcp_jax.judging import JudgementStore, SimulatedJudge, synthetic_dataset
-from rcp_jax.judging.rubric import RubricError, builtin_rubric, load_rubric
 from rcp_jax.calibration import load_calibration
 from rcp_jax.cli import main
 from rcp_jax.extension import check_store
+from rcp_jax.judging import JudgementStore, SimulatedJudge, synthetic_dataset
+from rcp_jax.judging.prompts.rubric import RubricError, builtin_rubric, load_rubric
 from rcp_jax.schedule import DEFAULT_CONFIG
 from rcp_jax.store_identity import StoreIdentityError, check_store_identity, make_identity
 

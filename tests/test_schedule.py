@@ -14,11 +14,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from rcp_jax.judging.records import Window
-from rcp_jax.models import simulate
-from rcp_jax.models.bradley_terry import fit_windows
 from rcp_jax import schedule as S
 from rcp_jax.errors import DataError
+from rcp_jax.judging.store.records import Window
+from rcp_jax.models import simulate
+from rcp_jax.models.bradley_terry import fit_windows
 
 
 def _pool(n: int, prefix: str = "d") -> list[str]:

@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rcp_jax.judging import SimulatedJudge
-from rcp_jax.judging.store import read_judgements
-from rcp_jax.models import simulate
 from rcp_jax import schedule as S
+from rcp_jax.judging import SimulatedJudge
+from rcp_jax.judging.store.jsonl import read_judgements
+from rcp_jax.models import simulate
 from rcp_jax.pipeline import PipelineInput, judge_collection_sync
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -3,7 +3,7 @@
 A tiny BEIR folder made here (4 queries on four topics, 24 documents, no ``qrels/``) goes through every verb
 in this process (:func:`rcp_jax.cli.main`): pool -> judge -> fit -> evaluate -> compare -> diagnose -> extend
 -> evaluate -> judge --budget, the judge being an OpenAI-compatible fake server on 127.0.0.1
-(:class:`rcp_jax.judging.testing_server.FakeOpenAIServer`, answering with a simulated judge whose latent relevance is
+(:class:`benchmarks.fixtures.fake_server.FakeOpenAIServer`, answering with a simulated judge whose latent relevance is
 set here, not from qrels). Then the partly labelled case (qrels for 2 of 4 queries, given by ``--qrels FILE``),
 the simulated judge's refusal, ``read_beir`` on missing splits, the fusion run against a reference RRF
 written here (and ranx's), and two run files with one TREC tag.
@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rcp_jax.judging import SimulatedJudge
-from rcp_jax.judging.testing_server import FakeOpenAIServer
+from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from rcp_jax import data
 from rcp_jax.cli import main
 from rcp_jax.errors import DataError
+from rcp_jax.judging import SimulatedJudge
 
 TOPICS = {  # query id -> (query text, topic words, the first the most telling)
     "q1": ("solar panel efficiency", ["solar", "panel", "efficiency", "photovoltaic", "sunlight"]),
@@ -434,7 +434,7 @@ def test_unlabelled_flow_against_a_real_llama_cpp_server(tmp_path, labels):
     llama-cpp-python's server and SmolLM2-135M (a weak judge: only the exits and the outputs' shape are checked);
     ``partial``: the same with ``--qrels FILE`` labelling q1 only (pool, judge, evaluate read it).
     Skipped unless ``RCP_JAX_LLAMA_PYTHON`` names a Python with ``llama-cpp-python[server]`` (see
-    tests/judging/test_real_server.py); a few minutes on a busy two-core CPU."""
+    tests/judging/transport/test_real_server.py); a few minutes on a busy two-core CPU."""
     import importlib.util
 
     root = Path(__file__).resolve().parents[1]

@@ -22,10 +22,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from rcp_jax.judging import judge_windows
-from rcp_jax.judging.errors import InvalidAnswersError
-from rcp_jax.judging.records import Judgement, Window
-from rcp_jax.judging.store import JudgementStore
 from rcp_jax import schedule as S
 from rcp_jax.budget.decisions import PairDecisions, decide_pairs, pair_gradients, run_weights
 from rcp_jax.budget.gains import GainPosterior, gain_posterior
@@ -33,6 +29,10 @@ from rcp_jax.budget.select import document_values, pair_weights, plan_round
 from rcp_jax.calibration import Calibration, calibrate
 from rcp_jax.errors import DataError
 from rcp_jax.evaluation import validate_run
+from rcp_jax.judging import judge_windows
+from rcp_jax.judging.errors import InvalidAnswersError
+from rcp_jax.judging.store.jsonl import JudgementStore
+from rcp_jax.judging.store.records import Judgement, Window
 from rcp_jax.tournament import fit_bradley_terry
 
 if TYPE_CHECKING:  # the pipeline is a leaf (ARCHITECTURE.md): only its input's shape is used here
@@ -409,11 +409,11 @@ async def judge_budgeted_async(
 
 def judge_budgeted(collection: "PipelineInput", runs: pd.DataFrame, **kwargs) -> BudgetResult:
     """:func:`judge_budgeted_async` for synchronous callers (Ctrl-C / SIGTERM: answers so far are stored and
-    :class:`rcp_jax.judging.loop.Interrupted` says how to resume, as :func:`rcp_jax.pipeline.judge_collection_sync`)."""
+    :class:`rcp_jax.judging.transport.loop.Interrupted` says how to resume, as :func:`rcp_jax.pipeline.judge_collection_sync`)."""
     import signal
 
-    from rcp_jax.judging.loop import Interrupted
-    from rcp_jax.judging.loop import run as run_interruptible
+    from rcp_jax.judging.transport.loop import Interrupted
+    from rcp_jax.judging.transport.loop import run as run_interruptible
 
     try:
         return run_interruptible(judge_budgeted_async(collection, runs, **kwargs))

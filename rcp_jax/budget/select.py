@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rcp_jax.judging.records import Window
 from rcp_jax.budget.decisions import SETTLED, PairDecisions
 from rcp_jax.budget.gains import GainPosterior
+from rcp_jax.judging.store.records import Window
 from rcp_jax.schedule.windows import query_rng
 
 #: Weight of an undecided pair that query sampling alone keeps undecided (more judging cannot decide it).

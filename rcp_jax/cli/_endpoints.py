@@ -123,9 +123,9 @@ def judge_endpoints(endpoints: list[Endpoint]) -> list[dict[str, Any]]:
 
 
 def combined_server_info(infos: list[Any]) -> Any:
-    """One :class:`rcp_jax.judging.server_info.ServerInfo` for several servers: slots summed when every server
+    """One :class:`rcp_jax.judging.transport.server_info.ServerInfo` for several servers: slots summed when every server
     reports them, the smallest reported context, the sources joined."""
-    from rcp_jax.judging.server_info import ServerInfo
+    from rcp_jax.judging.transport.server_info import ServerInfo
 
     if len(infos) == 1:
         return infos[0]

@@ -1,7 +1,7 @@
 """The page-image options of the judge (``--image-max-side``, ``--image-max-bytes``, ``--images-per-window``), and
 the checks of a collection's page images before any judge call (:func:`check_page_images`).
 
-The defaults repeat :mod:`rcp_jax.judging.pages` (a test keeps them equal), so building the parser imports nothing.
+The defaults repeat :mod:`rcp_jax.judging.prompts.pages` (a test keeps them equal), so building the parser imports nothing.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from rcp_jax.judging.pages import ImageLimits
+    from rcp_jax.judging.prompts.pages import ImageLimits
 
-#: rcp_jax.judging.pages defaults, repeated so that `rcp-jax --help` imports nothing
+#: rcp_jax.judging.prompts.pages defaults, repeated so that `rcp-jax --help` imports nothing
 DEFAULT_MAX_SIDE = 1024
 DEFAULT_MAX_BYTES = 1_000_000
 DEFAULT_MAX_IMAGES = 10
@@ -51,8 +51,8 @@ def add_image_options(p: argparse.ArgumentParser) -> None:
 
 
 def image_limits(args) -> ImageLimits:
-    """The :class:`rcp_jax.judging.pages.ImageLimits` of ``args`` (defaults for a namespace without the options)."""
-    from rcp_jax.judging.pages import ImageLimits
+    """The :class:`rcp_jax.judging.prompts.pages.ImageLimits` of ``args`` (defaults for a namespace without the options)."""
+    from rcp_jax.judging.prompts.pages import ImageLimits
 
     return ImageLimits(
         max_side=getattr(args, "image_max_side", DEFAULT_MAX_SIDE),
@@ -67,16 +67,16 @@ def check_page_images(corpus: pd.DataFrame, documents: Mapping[str, Any], pools:
     fetched), and no query's windows (``window_size`` documents) could hold more page-only documents than
     ``limits.max_images`` (one past it would not be shown at all).
 
-    ``documents`` are the pipeline's corpus values (:class:`rcp_jax.judging.pages.Document` for pages), ``corpus`` the table
+    ``documents`` are the pipeline's corpus values (:class:`rcp_jax.judging.prompts.pages.Document` for pages), ``corpus`` the table
     they came from (its index the source line), ``pools`` ``{query_id: [doc ids]}``.
 
     Raises:
         DataError: naming the corpus file and line and the document (a bad image), or the query, the counts and
             the fix (too many page-only documents).
     """
-    from rcp_jax.judging.pages import ImageError, check_image, doc_image, page_only
     from rcp_jax.data.table_checks import _where
     from rcp_jax.errors import DataError
+    from rcp_jax.judging.prompts.pages import ImageError, check_image, doc_image, page_only
 
     lines = dict(zip(corpus["doc_id"].astype(str), corpus.index))
     checked: set[str] = set()

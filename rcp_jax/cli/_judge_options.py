@@ -124,7 +124,7 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
                    help="rubric file (TOML, or JSON with the same keys): the K >= 2 yes/no criteria of the rubric "
                         "windows, each a name and the question the judge reads (see the README, 'Your own rubric'). "
                         "Part of the judge family and of the store's identity: a store judged with another rubric is "
-                        "refused (default: the built-in five-criterion rubric, judging/rubrics/paper.toml)")
+                        "refused (default: the built-in five-criterion rubric, judging/prompts/rubrics/paper.toml)")
     g.add_argument("--input-cost-per-token", type=_price, default=None, metavar="USD",
                    help="price of one prompt token in USD, for costs and --estimate of models litellm cannot price "
                         "(0 for your own server); give with --output-cost-per-token (default: litellm's price map)")
@@ -198,12 +198,12 @@ SIMULATED_NEEDS_QRELS = (
 def build_judge(args, latent: dict | None):
     """The judge of ``args`` with its run policy, and ``args.concurrency`` resolved to an integer.
 
-    Also sets ``args.server_info`` (a :class:`rcp_jax.judging.server_info.ServerInfo`, empty when not asked or nothing
+    Also sets ``args.server_info`` (a :class:`rcp_jax.judging.transport.server_info.ServerInfo`, empty when not asked or nothing
     reported) and ``args.judge_notes`` (lines to show before the run, e.g. a concurrency above the slots).
     """
-    from rcp_jax.judging import LiteLLMJudge, SimulatedJudge
-    from rcp_jax.judging.server_info import ServerInfo, probe_server
     from rcp_jax.cli._endpoints import combined_server_info, endpoints_of, judge_endpoints
+    from rcp_jax.judging import LiteLLMJudge, SimulatedJudge
+    from rcp_jax.judging.transport.server_info import ServerInfo, probe_server
 
     notes: list[str] = []
     info = ServerInfo()
@@ -211,7 +211,7 @@ def build_judge(args, latent: dict | None):
     get = lambda name, default=None: getattr(args, name, default)  # noqa: E731 - other verbs' namespaces lack some
     rubric = None
     if get("rubric") is not None:  # a bad rubric file is refused before anything else is done
-        from rcp_jax.judging.rubric import load_rubric
+        from rcp_jax.judging.prompts.rubric import load_rubric
 
         rubric = load_rubric(args.rubric)
     simulated = simulated_settings(args)
@@ -274,7 +274,7 @@ def context_notes(judge, windows, documents, queries, info, max_tokens: int | No
     Never raises: a judge that cannot render or count gives no warning.
     """
     from rcp_jax.judging.lookup import PerQuery
-    from rcp_jax.judging.server_info import context_warning
+    from rcp_jax.judging.transport.server_info import context_warning
 
     if info is None or info.context is None or not windows:
         return []

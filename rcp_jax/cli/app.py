@@ -175,9 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     _configure_compilation_cache()
     # after --help / --version have exited: they need neither the judging layer nor the numeric stack
-    from rcp_jax.judging.errors import JudgeError, JudgeInputError, StoreError
-    from rcp_jax.judging.loop import interrupt_handler
     from rcp_jax.errors import RcpError
+    from rcp_jax.judging.errors import JudgeError, JudgeInputError, StoreError
+    from rcp_jax.judging.transport.loop import interrupt_handler
 
     def show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
         # the message already names the file, line and id; the library's own source line would only confuse

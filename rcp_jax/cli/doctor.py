@@ -157,7 +157,7 @@ def _windows(collection, query: str | None, seed: int, pairs: int = 1) -> list:
 
 
 def _doc_value(collection, query: str, doc: str):
-    """The corpus value of ``doc`` (a text, or a :class:`rcp_jax.judging.pages.Document` for a page)."""
+    """The corpus value of ``doc`` (a text, or a :class:`rcp_jax.judging.prompts.pages.Document` for a page)."""
     docs = collection.documents
     inner = docs.get(query)
     if isinstance(inner, dict):
@@ -169,11 +169,11 @@ def _doc_value(collection, query: str, doc: str):
 
 
 async def _ask(judge, collection, window, api_base: str | None = None) -> Probe:
+    from rcp_jax.answer_quality import template_placeholders
+    from rcp_jax.judging.answers.parse import ParseResult, echoed_documents, parse_answer
     from rcp_jax.judging.errors import JudgeError
     from rcp_jax.judging.judge import JudgeRequest
-    from rcp_jax.judging.pages import doc_text, message_text
-    from rcp_jax.judging.parse import ParseResult, echoed_documents, parse_answer
-    from rcp_jax.answer_quality import template_placeholders
+    from rcp_jax.judging.prompts.pages import doc_text, message_text
 
     values = [_doc_value(collection, window.query_id, d) for d in window.doc_ids]
     rendered = judge.render(window, collection.queries[window.query_id], values)
@@ -398,8 +398,8 @@ def _endpoint_args(args) -> list:
 
 def _check(args, collection, latent, windows) -> dict:
     """Ask ``windows`` of the one endpoint of ``args``: its probes, signals, verdict and report lines."""
-    from rcp_jax.judging.loop import run as run_interruptible  # Ctrl-C / SIGTERM leave no coroutine un-awaited
-    from rcp_jax.judging.rubric import judge_rubric
+    from rcp_jax.judging.prompts.rubric import judge_rubric
+    from rcp_jax.judging.transport.loop import run as run_interruptible  # Ctrl-C / SIGTERM leave no coroutine un-awaited
 
     judge = make_judge(args, latent)
     judge.prepare()  # load litellm now, so the first window's latency is the call's own (the import takes seconds)

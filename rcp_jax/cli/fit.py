@@ -191,8 +191,8 @@ def run(args) -> int:
 def _answer_quality(store: Path, window_scores, families: dict) -> list:
     """The answer-quality signals (:mod:`rcp_jax.answer_quality`) of the fitted answers: the window scores,
     and the raw texts of the valid answers of the fitted judge families (both stages) for the echo."""
-    from rcp_jax.judging import read_judgements
     from rcp_jax.answer_quality import assess
+    from rcp_jax.judging import read_judgements
 
     texts = [j.raw_response for stage in ("tournament", "rubric")
              for j in read_judgements(store, stage, valid_only=True)
@@ -213,7 +213,7 @@ def _quality_warnings(quality: list) -> list[str]:
 
 def _with_invalid_answers(exc: Exception, store: Path) -> Exception:
     """``exc`` with the store's invalid answers by category, an example and what to try, when it holds any."""
-    from rcp_jax.judging.verdict import summarise_store
+    from rcp_jax.judging.answers.verdict import summarise_store
 
     try:
         invalid = summarise_store(store, ("tournament", "rubric"))
@@ -229,7 +229,7 @@ def _with_invalid_answers(exc: Exception, store: Path) -> Exception:
 
 def _unanswered_notes(store: Path) -> list[str]:
     """A note when windows of the store still have no valid answer (they are left out of the fit)."""
-    from rcp_jax.judging.verdict import summarise_store
+    from rcp_jax.judging.answers.verdict import summarise_store
 
     try:
         invalid = summarise_store(store, ("tournament", "rubric"))
@@ -245,9 +245,9 @@ def _unanswered_notes(store: Path) -> list[str]:
 def _store_rubric(args, family: dict, k: int) -> dict | None:
     """The rubric of the store's rubric answers (its summary), checked against ``--rubric`` when given.
 
-    Raises :class:`rcp_jax.judging.rubric.RubricError` (exit 2) when ``--rubric`` names another rubric than the store's,
+    Raises :class:`rcp_jax.judging.prompts.rubric.RubricError` (exit 2) when ``--rubric`` names another rubric than the store's,
     or one with another number of criteria than the answers have."""
-    from rcp_jax.judging.rubric import RubricError, check_rubric_matches, family_rubric, load_rubric
+    from rcp_jax.judging.prompts.rubric import RubricError, check_rubric_matches, family_rubric, load_rubric
 
     recorded = family_rubric(family)
     if args.rubric is None:

@@ -6,10 +6,10 @@ import argparse
 import time
 from pathlib import Path
 
-from rcp_jax.cli._paths import folder
 from rcp_jax.cli._common import (
     add_collection_args, add_judge_args, emit, latent_from_qrels, load_collection, make_judge, pipeline_input, stderr,
 )
+from rcp_jax.cli._paths import folder
 
 NAME = "judge"
 HELP = "judge a collection's pools (tournament + rubric) into an append-only, resumable store"
@@ -30,8 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _estimate(args, collection, judge) -> int:
     import warnings
 
-    from rcp_jax.judging import estimate_cost
     from rcp_jax import schedule as S
+    from rcp_jax.judging import estimate_cost
 
     planned = {"tournament": 0, "rubric": 0}
     sample = []
@@ -68,8 +68,8 @@ def _estimate(args, collection, judge) -> int:
 
 
 def run(args) -> int:
-    from rcp_jax.judging.verdict import summarise_store
     from rcp_jax.data.atomic import atomic_write_csv
+    from rcp_jax.judging.answers.verdict import summarise_store
     from rcp_jax.pipeline import flag_notes, judge_collection_sync
 
     col, pools = load_collection(args)
@@ -148,9 +148,9 @@ def run_usage(judge, seconds: float) -> tuple[dict, str]:
 
 def _check_images(args, col, collection, judge) -> None:
     """Every pooled page image decodes, and no window would hide a page-only document (before any call)."""
-    from rcp_jax.judging.pages import ImageLimits
     from rcp_jax import schedule as S
     from rcp_jax.cli._image_options import check_page_images
+    from rcp_jax.judging.prompts.pages import ImageLimits
 
     if "image" in col.corpus.columns:
         check_page_images(col.corpus, collection.documents, collection.pools,
@@ -181,9 +181,9 @@ def _context_notes(args, collection, judge) -> list[str]:
 def _with_invalid_summary(exc: BaseException, store) -> BaseException:
     """``exc``, or for windows left without a valid answer an :class:`judging.InvalidAnswersError` whose message
     adds the store's invalid answers by category, one example and what to try."""
-    from rcp_jax.judging import InvalidAnswersError
-    from rcp_jax.judging.verdict import summarise_store
     from rcp_jax.errors import DataError
+    from rcp_jax.judging import InvalidAnswersError
+    from rcp_jax.judging.answers.verdict import summarise_store
 
     if isinstance(exc, InvalidAnswersError) and exc.summary is not None:
         return exc  # the early-stop verdict says it all already

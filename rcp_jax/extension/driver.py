@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from rcp_jax.judging import judge_windows, read_judgements
-from rcp_jax.judging.errors import InvalidAnswersError
-from rcp_jax.judging.lookup import PerQuery
-from rcp_jax.judging.records import Judgement, Window, content_hash
-from rcp_jax.judging.store import JudgementStore, read_identity
 from rcp_jax import schedule as S
 from rcp_jax.calibration import Calibration, load_calibration
 from rcp_jax.errors import DataError
 from rcp_jax.extension.log import append_event, extension_status
 from rcp_jax.extension.new_documents import find_new_documents
 from rcp_jax.extension.placement import anchor_agreement, anchored_scores, place_documents, rubric_check
+from rcp_jax.judging import judge_windows, read_judgements
+from rcp_jax.judging.errors import InvalidAnswersError
+from rcp_jax.judging.lookup import PerQuery
+from rcp_jax.judging.store.jsonl import JudgementStore, read_identity
+from rcp_jax.judging.store.records import Judgement, Window, content_hash
 from rcp_jax.schedule.anchors import DEFAULT_EXTENSION, ExtensionConfig
 
 #: a rubric check above this |z| is reported as a warning (the judge may answer differently now)
@@ -140,7 +140,7 @@ def check_store(store: str | Path, calibration: Calibration, judge) -> dict[str,
         raise _refuse_family(store, "tournament", fam, everyone)
     rubric_used = getattr((getattr(judge, "prompts", None) or {}).get("rubric"), "rubric", None)
     if rubric_used is not None and calibration.rubric:  # the calibration names the rubric its store was judged with
-        from rcp_jax.judging.rubric import check_rubric_matches
+        from rcp_jax.judging.prompts.rubric import check_rubric_matches
 
         check_rubric_matches(calibration.rubric, rubric_used, what=f"the calibration (store {store})",
                              fix="Give `rcp-jax extend` the --rubric that `rcp-jax judge` used (none for the built-in one).")
@@ -354,12 +354,12 @@ def extend(runs: pd.DataFrame, **kwargs) -> ExtensionResult:
         DataError: the calibration is not a frozen-BT MAP, a query of the runs is not calibrated, no document
             is new, or store, calibration and judge do not belong together (nothing is asked).
         InvalidAnswersError: windows still without a valid answer after their attempts (stored; run again).
-        rcp_jax.judging.loop.Interrupted: Ctrl-C / SIGTERM; every answer received is stored (run again to resume).
+        rcp_jax.judging.transport.loop.Interrupted: Ctrl-C / SIGTERM; every answer received is stored (run again to resume).
     """
     import signal
 
-    from rcp_jax.judging.loop import Interrupted
-    from rcp_jax.judging.loop import run as run_interruptible
+    from rcp_jax.judging.transport.loop import Interrupted
+    from rcp_jax.judging.transport.loop import run as run_interruptible
 
     try:
         return run_interruptible(extend_async(runs, **kwargs))

@@ -1,7 +1,7 @@
 """Which judges a judgement store holds, and each one's tables.
 
 A *judge* is a model with its decoding settings: the tournament family and the rubric family that share
-them (:class:`rcp_jax.judging.records.JudgeFamily`; one fit already requires both stages from the same model and
+them (:class:`rcp_jax.judging.store.records.JudgeFamily`; one fit already requires both stages from the same model and
 settings). Several judges live in one store side by side: their records have distinct ids, and the
 store's schedule identity (:mod:`rcp_jax.store_identity`) guarantees they were scheduled alike.
 
@@ -53,7 +53,7 @@ def _decoding_key(decoding: Mapping) -> str:
 def list_judges(store: str | Path) -> list[JudgeInfo]:
     """Every judge with valid tournament or rubric answers in ``store``, in order of first appearance."""
     from rcp_jax.judging import read_judgements
-    from rcp_jax.judging.records import content_hash
+    from rcp_jax.judging.store.records import content_hash
 
     store = Path(store)
     if not store.is_dir():

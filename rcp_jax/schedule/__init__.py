@@ -1,7 +1,7 @@
 """Which documents the judge sees together: the Stage A tournament and Stage B rubric schedules.
 
 METHOD sections 1-2. Every function is pure: it takes one query's pool (document ids in pool order),
-whatever scores the previous step produced, and returns :class:`rcp_jax.judging.records.Window` objects.
+whatever scores the previous step produced, and returns :class:`rcp_jax.judging.store.records.Window` objects.
 Randomness comes from a stream keyed by ``(seed, dataset, query_id, phase)`` through SHA-256, so a
 query's windows never depend on which other queries are scheduled, or in which order.
 

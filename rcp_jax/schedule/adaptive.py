@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from rcp_jax.judging.records import Window
 from rcp_jax.errors import DataError
+from rcp_jax.judging.store.records import Window
 from rcp_jax.schedule.config import DEFAULT_CONFIG, ScheduleConfig, schedule_counts
 from rcp_jax.schedule.windows import _descending, _orders, _pool, _scores, _windows
 

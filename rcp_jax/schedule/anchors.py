@@ -33,8 +33,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from rcp_jax.judging.records import Window
 from rcp_jax.errors import DataError
+from rcp_jax.judging.store.records import Window
 from rcp_jax.schedule.config import DEFAULT_CONFIG, _as_fraction
 from rcp_jax.schedule.windows import _fresh_order, _least_shown, _pool, query_rng
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from rcp_jax.judging.records import Window
+from rcp_jax.judging.store.records import Window
 from rcp_jax.schedule.config import DEFAULT_CONFIG, ScheduleConfig, schedule_counts
 from rcp_jax.schedule.windows import _degenerate, _least_shown, _pool, _stratified_phase, _windows, query_rng
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from rcp_jax.judging.records import Window
 from rcp_jax.errors import DataError
+from rcp_jax.judging.store.records import Window
 from rcp_jax.schedule.config import DEFAULT_CONFIG, ScheduleConfig, ScheduleWarning, schedule_counts
 from rcp_jax.schedule.windows import _degenerate, _least_shown, _pool, _stratified_phase, _windows, query_rng
 

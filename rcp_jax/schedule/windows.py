@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from rcp_jax.judging.records import Window
 from rcp_jax.errors import DataError
+from rcp_jax.judging.store.records import Window
 from rcp_jax.schedule.config import ScheduleWarning
 
 #: Phase-name suffix of the mirrored copy of a round-1 or round-2 window.

@@ -8,8 +8,8 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from benchmarks.fixtures.fake_server import FakeOpenAIServer  # noqa: E402
 from rcp_jax.judging import SimulatedJudge, Window, synthetic_dataset  # noqa: E402
-from rcp_jax.judging.testing_server import FakeOpenAIServer  # noqa: E402
 
 def make_windows(documents: dict[str, dict[str, str]], *, per_query: int = 3, size: int = 5) -> list[Window]:
     """``per_query`` tournament and ``per_query`` rubric windows of ``size`` documents for each query."""
@@ -42,7 +42,7 @@ def sim(dataset):
 @pytest.fixture()
 def served(dataset, sim):
     """A factory of started fake OpenAI-compatible servers (stopped at teardown); ``judge=`` overrides
-    the simulated judge, other keywords go to :class:`rcp_jax.judging.testing_server.FakeOpenAIServer`."""
+    the simulated judge, other keywords go to :class:`benchmarks.fixtures.fake_server.FakeOpenAIServer`."""
     queries, documents, _ = dataset
     started = []
 

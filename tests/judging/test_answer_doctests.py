@@ -6,12 +6,12 @@ import doctest
 
 import pytest
 
-import rcp_jax.judging.parse
-import rcp_jax.judging.render
-import rcp_jax.judging.schema
+import rcp_jax.judging.answers.parse
+import rcp_jax.judging.prompts.render
+import rcp_jax.judging.transport.schema
 
 
-@pytest.mark.parametrize("module", [rcp_jax.judging.parse, rcp_jax.judging.render, rcp_jax.judging.schema], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [rcp_jax.judging.answers.parse, rcp_jax.judging.prompts.render, rcp_jax.judging.transport.schema], ids=lambda m: m.__name__)
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from rcp_jax.judging import (
     STAGES,
     JudgeInputError,
@@ -25,10 +26,9 @@ from rcp_jax.judging import (
     record_id,
     render_window,
 )
-from rcp_jax.judging.records import content_hash
-from rcp_jax.judging.render import read_rendered
-from rcp_jax.judging.schema import response_format
-from rcp_jax.judging.testing_server import FakeOpenAIServer
+from rcp_jax.judging.prompts.render import read_rendered
+from rcp_jax.judging.store.records import content_hash
+from rcp_jax.judging.transport.schema import response_format
 
 
 def lists_window(qid="q0", a=("d1", "d2", "d3"), b=("d3", "d4", "d5"), sequence=0, phase="lists"):

@@ -17,8 +17,8 @@ from rcp_jax.judging import (
     judge_windows_sync,
     read_judgements,
 )
+from rcp_jax.judging.answers.verdict import summarise, summarise_store, truncate
 from rcp_jax.judging.run import DEFAULT_MAX_ATTEMPTS, DEFAULT_STOP_AFTER_INVALID
-from rcp_jax.judging.verdict import summarise, summarise_store, truncate
 
 
 def all_records(folder):

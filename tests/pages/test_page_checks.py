@@ -14,13 +14,13 @@ from argparse import Namespace
 import pytest
 from PIL import Image
 
-from rcp_jax.judging import JudgeInputError, LiteLLMJudge, SimulatedJudge, Window, judge_windows_sync
-from rcp_jax.judging.pages import Document, ImageError, ImageLimits, PageImage
-from rcp_jax.judging.render import IMAGE_LABEL, builtin_template, read_rendered, render_window
-from rcp_jax.judging.testing_server import FakeOpenAIServer
+from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from rcp_jax.cli._common import load_collection
 from rcp_jax.data import read_beir
 from rcp_jax.errors import DataError
+from rcp_jax.judging import JudgeInputError, LiteLLMJudge, SimulatedJudge, Window, judge_windows_sync
+from rcp_jax.judging.prompts.pages import Document, ImageError, ImageLimits, PageImage
+from rcp_jax.judging.prompts.render import IMAGE_LABEL, builtin_template, read_rendered, render_window
 
 MODEL = "openai/fake-judge"
 

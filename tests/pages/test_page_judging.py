@@ -8,12 +8,12 @@ import warnings
 import pytest
 from PIL import Image
 
-from rcp_jax.judging import LiteLLMJudge, SimulatedJudge, Window, judge_windows_sync
-from rcp_jax.judging.pages import Document, ImageLimits, PageImage
-from rcp_jax.judging.testing_server import FakeOpenAIServer
+from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from rcp_jax.data import read_beir
 from rcp_jax.data.collection import attach_images
 from rcp_jax.errors import DataError
+from rcp_jax.judging import LiteLLMJudge, SimulatedJudge, Window, judge_windows_sync
+from rcp_jax.judging.prompts.pages import Document, ImageLimits, PageImage
 
 
 

@@ -12,8 +12,8 @@ from PIL import Image
 
 from rcp_jax.judging import SimulatedJudge, Window, record_id
 from rcp_jax.judging.lookup import PerQuery
-from rcp_jax.judging.pages import Document, ImageLimits, ImageError, PageImage, encode_image, stamp_images
-from rcp_jax.judging.render import IMAGE_LABEL, builtin_template, render_window
+from rcp_jax.judging.prompts.pages import Document, ImageLimits, ImageError, PageImage, encode_image, stamp_images
+from rcp_jax.judging.prompts.render import IMAGE_LABEL, builtin_template, render_window
 
 
 def _png(path, size, colour=(250, 250, 240)):
@@ -136,8 +136,8 @@ def test_image_tokens_follow_litellm_rules_where_known_else_the_documented_patch
 
 
 def test_the_cli_image_defaults_are_the_library_defaults():
-    from rcp_jax.judging import pages
     from rcp_jax.cli import _image_options as opts
+    from rcp_jax.judging.prompts import pages
 
     assert (opts.DEFAULT_MAX_SIDE, opts.DEFAULT_MAX_BYTES, opts.DEFAULT_MAX_IMAGES) == (
         pages.DEFAULT_MAX_SIDE, pages.DEFAULT_MAX_BYTES, pages.DEFAULT_MAX_IMAGES)

@@ -21,7 +21,7 @@ Usage: ``python _driver.py SPEC.json``. The spec (JSON object) holds:
 - ``malformed_rate``: share of malformed first answers of the simulated judge (part of its family).
 - ``debug_logging``: ``logging.basicConfig(level=DEBUG)`` before anything runs.
 - ``fake_server`` (optional): ``{"rows": path, "api_key": key or null, "api_key_env": variable}`` starts
-  :class:`rcp_jax.judging.testing_server.FakeOpenAIServer` over that collection (requiring the key given, or the
+  :class:`benchmarks.fixtures.fake_server.FakeOpenAIServer` over that collection (requiring the key given, or the
   one in that environment variable); the string ``{FAKE_URL}`` in a command is replaced by its URL.
   ``"latency": seconds`` makes every answer of the server wait that long (a slow server, for Ctrl-C).
 - ``strict_warnings``: every RuntimeWarning is an error, and an error that Python can only report as
@@ -161,8 +161,8 @@ class _OsProxy:
 
 
 def _start_fake_server(cfg: dict):
+    from benchmarks.fixtures.fake_server import FakeOpenAIServer
     from rcp_jax.judging import SimulatedJudge
-    from rcp_jax.judging.testing_server import FakeOpenAIServer
 
     rows = [json.loads(line) for line in open(cfg["rows"], encoding="utf-8")]
     queries = {r["query_id"]: r["query"] for r in rows}

@@ -100,6 +100,9 @@ def driver(tmp_path_factory) -> Driver:
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        # the driver runs as a script in a working folder: the repository root lets it import the fake judge
+        # server (benchmarks.fixtures.fake_server), as pytest's pythonpath does for the tests
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(DRIVER.parents[2]), os.environ.get("PYTHONPATH")])),
     }
     return Driver(env)
 

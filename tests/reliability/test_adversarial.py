@@ -15,6 +15,7 @@ import warnings
 import pandas as pd
 import pytest
 
+from rcp_jax.cli import main
 from rcp_jax.judging import (
     BaseJudge,
     Completion,
@@ -26,8 +27,7 @@ from rcp_jax.judging import (
     judge_windows_sync,
     read_judgements,
 )
-from rcp_jax.judging.render import read_rendered
-from rcp_jax.cli import main
+from rcp_jax.judging.prompts.render import read_rendered
 from rcp_jax.pipeline import FlaggedJudgementWarning, flag_notes, tournament_table, warn_flagged
 
 QUERY = "how do lighthouses warn ships?"

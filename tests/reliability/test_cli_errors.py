@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from rcp_jax.judging import SimulatedJudge
-from rcp_jax.judging.errors import JudgeAuthError, StoreError
-from rcp_jax.judging.store import JudgementStore
 from rcp_jax.cli.app import EPILOG, main
 from rcp_jax.data import atomic as rio
+from rcp_jax.judging import SimulatedJudge
+from rcp_jax.judging.errors import JudgeAuthError, StoreError
+from rcp_jax.judging.store.jsonl import JudgementStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -147,8 +147,8 @@ def test_bad_input_stays_exit_2(collection, tmp_path, capsys):
 
 
 def test_an_interrupt_outside_any_loop_exits_by_its_signal(monkeypatch, capsys):
-    from rcp_jax.judging.loop import Interrupted
     from rcp_jax.cli import compare
+    from rcp_jax.judging.transport.loop import Interrupted
 
     before = signal.getsignal(signal.SIGTERM)
     for signum, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):

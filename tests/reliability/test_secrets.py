@@ -9,9 +9,9 @@ import logging
 
 import pytest
 
-from rcp_jax.judging import SimulatedJudge
-from rcp_jax.judging.testing_server import FakeOpenAIServer
+from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from rcp_jax.cli import main
+from rcp_jax.judging import SimulatedJudge
 
 from .conftest import pipeline_commands
 

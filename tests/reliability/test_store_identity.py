@@ -18,10 +18,10 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from rcp_jax.judging import SimulatedJudge, read_judgements
-from rcp_jax.judging.store import IDENTITY_FILE
 from rcp_jax import schedule as S
 from rcp_jax.cli import main
+from rcp_jax.judging import SimulatedJudge, read_judgements
+from rcp_jax.judging.store.jsonl import IDENTITY_FILE
 from rcp_jax.pipeline import PipelineInput, judge_collection_sync
 from rcp_jax.store_identity import StoreIdentityError, pool_hash
 
@@ -150,9 +150,9 @@ def test_a_store_without_identity_file_judged_under_another_identity_is_refused(
 def poisoned(small_rows, small_judged, tmp_path_factory) -> Path:
     """What the old code wrote: a second schedule (the same data under another name) judged into the store,
     here its round-1 and balanced-rubric windows, asked by the same judge as the CLI's."""
-    from rcp_jax.judging import judge_windows_sync
     from rcp_jax.cli import build_parser
     from rcp_jax.cli._common import latent_from_qrels, load_collection, make_judge, pipeline_input
+    from rcp_jax.judging import judge_windows_sync
 
     store = tmp_path_factory.mktemp("poisoned") / "store"
     shutil.copytree(small_judged, store)
