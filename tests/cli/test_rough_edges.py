@@ -1,4 +1,4 @@
-"""The small items of issue 30: counts and summaries the CLI prints, and rough edges a newcomer hit."""
+"""Counts and summaries the CLI prints, and rough edges a newcomer hit."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ from rcp_jax import schedule as S
 from rcp_jax.budget import decide_pairs, run_weights
 from rcp_jax.cli import main
 from rcp_jax.cli._budget import reach_lines
+from tests.helpers.toy_posterior import toy_posterior
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_budget import _toy_posterior  # noqa: E402  (a toy gain posterior)
 
 
 
@@ -63,7 +62,7 @@ def test_judge_summary_gives_tokens_and_wall_time(judged, demo_tiny, cli, tmp_pa
 # --------------------------------------------------------------------------------------------------
 def test_budget_decisions_count_and_name_the_pairs_out_of_reach():
     rng = np.random.default_rng(4)
-    post = _toy_posterior(rng, q=12, n=12)
+    post = toy_posterior(rng, q=12, n=12)
     pools = {q: list(post.doc_ids[i]) for i, q in enumerate(post.query_ids)}
     # b and b_twin rank with noise of the same size: their difference is about 0 but varies by query, so the
     # twelve queries alone leave it undecided (outside the ROPE on both sides): out of reach of judging
@@ -140,6 +139,7 @@ def test_compare_reports_which_intervals_exclude_zero_and_no_sign_of_noise():
 # --------------------------------------------------------------------------------------------------
 # rcp-jax ... | head -1: stdout closed early is a quiet stop, not a traceback
 # --------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_stdout_closed_early_stops_quietly(tmp_path):
     import os
 
@@ -277,7 +277,7 @@ def test_fit_names_its_model_option_calibration_model(judged, cli, tmp_path):
 def test_every_notebook_reads_the_same_quick_mode_variable():
     import re
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     pattern = re.compile(r"RCP\w*NOTEBOOK\w*")
     seen: dict[str, set[str]] = {}
     for path in [*sorted((root / "notebooks").glob("*.ipynb")), *sorted((root / "tests").rglob("*.py")), root / "README.md"]:
@@ -342,11 +342,10 @@ def test_extension_cost_per_new_document_matches_the_readme():
 
     table = {1: (12, 1), 2: (12, 2), 3: (12, 6), 5: (12, 7), 10: (24, 7), 30: (72, 20)}
     assert {n: extension_counts(n) for n in table} == table
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert "| calls per new document | 13 | 7.0 | 6.0 | 3.8 | 3.1 | 3.07 |" in readme
     assert [round(sum(c) / n, 2) for n, c in table.items()] == [13.0, 7.0, 6.0, 3.8, 3.1, 3.07]
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    from extend_cost import measure  # noqa: PLC0415  (the benchmark's own measurement, on a small collection)
+    from benchmarks.fixtures.extension_cost import measure  # the benchmark's own measurement, on a small collection
 
     got = measure(3, queries=2, pool=16, seed=1, malformed=0.0)
     assert (got["new_documents"], got["calls"], got["calls_per_new_document"]) == (6, 36, 6.0)
@@ -425,5 +424,5 @@ def test_the_demo_says_what_its_three_metrics_are():
     assert legend[0] == "nDCG@10, mean over queries; each metric's gain:"
     assert [line.split(":")[0].strip() for line in legend[1:]] == ["qrel-nDCG", "Count-nDCG", "RCP-nDCG"]
     assert len(metric_legend(board[["rcp_ndcg"]], 5).splitlines()) == 2
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert "\n".join(legend) in readme  # the README's demo block shows it as the demo prints it
