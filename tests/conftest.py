@@ -90,7 +90,7 @@ SHARED_GROUPS = {
 #: tails (longest-processing-time-first scheduling). Cold CPU seconds of each alone (-n 0, a fresh cache,
 #: subprocesses included; measured under load, session 7): the two bayes groups ~100-250, the demo command 81,
 #: test_cli_posterior 58, test_signals 38, test_own_collection / test_several_judges / bayes test_models 32-33,
-#: test_crash_resume 31, the paper notebook 18 (stats/test_diagnostics + test_rubric_only_degenerate:
+#: test_crash_resume 31, the paper notebook 18 (stats/test_diagnostics + calibration/test_rubric_only_degenerate:
 #: 15 together, no longer long). Paths are relative to the repository root (tests/test_parallel_suite.py
 #: checks that each names a test file).
 LONG_GROUPS = ("bayes:frozen_posterior", "bayes:noisy_posteriors", "tests/demo/test_demo_command.py",
