@@ -30,9 +30,6 @@ N_DOCS = 150
 WINDOWS_PER_QUERY = 216  # 14.4 placements x 150 docs / 10 per window
 RUBRIC_PLACEMENTS = 100 * 10 / 150
 
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 
 # --------------------------------------------------------------------------------------------------
 # simulated inputs
@@ -151,7 +148,8 @@ def machine() -> dict:
 
 
 def peak_rss_of(script: Path, *args: str, timeout: float = 3600) -> dict:
-    """Run ``python script *args`` in a child process; return its peak RSS (GiB), wall time and output.
+    """Run the benchmark ``script`` (``python -m benchmarks.NAME *args``, from the repository root) in a child
+    process; return its peak RSS (GiB), wall time and output.
 
     The child prints one JSON line with ``self_peak_kib`` (:func:`self_peak_kib`, the kernel's high-water
     mark of its resident set, read just before it exits). Each measurement is a separate process, so
@@ -160,7 +158,7 @@ def peak_rss_of(script: Path, *args: str, timeout: float = 3600) -> dict:
     """
     t = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        [sys.executable, "-m", f"benchmarks.{Path(script).stem}", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     wall = time.perf_counter() - t

@@ -18,14 +18,10 @@ ridge 1e-4; 2PL: ``gamma = C softmax(u)``, ``beta = v - mean v``, ``tau = softpl
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 from scipy.special import expit, log_expit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bt_map import _query_slices, window_pairs  # noqa: E402  the same pair statistics as the scipy baseline
+from benchmarks.bt_map import _query_slices, window_pairs  # the same pair statistics as the scipy baseline
 
 RIDGE = 1e-4
 
@@ -81,7 +77,7 @@ def numpy_newton_bt(data: dict, n_queries: int, n_docs: int):
 
 def scipy_bt(data: dict, n_queries: int, n_docs: int):
     """Per-query converged L-BFGS-B loop: ``(theta float[Q, N], mean iterations)``."""
-    from bt_map import scipy_fit_query
+    from benchmarks.bt_map import scipy_fit_query
 
     order, bounds = _query_slices(data["window_query"], n_queries)
     theta = np.zeros((n_queries, n_docs))
@@ -163,6 +159,6 @@ def alternating_2pl(theta: np.ndarray, passes: np.ndarray, trials: np.ndarray, t
 
 def scipy_2pl(theta: np.ndarray, passes: np.ndarray, trials: np.ndarray):
     """The joint L-BFGS-B fit of :mod:`calibration_map`."""
-    from calibration_map import scipy_fit
+    from benchmarks.calibration_map import scipy_fit
 
     return scipy_fit({"theta": theta, "passes": passes, "trials": trials})

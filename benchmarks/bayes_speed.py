@@ -17,9 +17,9 @@ max R-hat for NUTS. SVI / Laplace rows report the agreement with NUTS on the sam
 |posterior mean difference| in NUTS posterior SDs and the range of SD ratios. The same script runs on a
 GPU (JAX picks the default backend). Writes ``benchmarks/out/bayes_speed.json``.
 
-    python benchmarks/bayes_speed.py                       # 10, 100, 1000 queries x 60 documents
-    python benchmarks/bayes_speed.py --queries 10 100 --docs 150
-    python benchmarks/bayes_speed.py --queries 10 --models joint --methods nuts   # joint coordinates only
+    python -m benchmarks.bayes_speed                       # 10, 100, 1000 queries x 60 documents
+    python -m benchmarks.bayes_speed --queries 10 100 --docs 150
+    python -m benchmarks.bayes_speed --queries 10 --models joint --methods nuts   # joint coordinates only
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import jax.numpy as jnp
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from rcp_jax.models import bayes, bradley_terry, inference, irt, simulate  # noqa: E402
 

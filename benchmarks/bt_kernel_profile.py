@@ -12,7 +12,7 @@ query) prints:
   statistics alone (:func:`_block_pairs` + :func:`_query_scatter`), the whole fit without Newton
   iterations (statistics, log-odds start, first trial point, components, SEs) and the whole fit.
 
-Usage: ``.venv/bin/python benchmarks/bt_kernel_profile.py [--sizes 500 1000 10000] [--repeats 3]
+Usage: ``.venv/bin/python -m benchmarks.bt_kernel_profile [--sizes 500 1000 10000] [--repeats 3]
 [--base /tmp/bt_base.py]``. On a shared machine read the CPU columns; the load average is printed.
 """
 
@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-import _common as C  # noqa: E402  (benchmarks/, the script's folder, is on the path of a script)
+from benchmarks import _common as C
 
 
 def _load(path: str):

@@ -15,7 +15,7 @@ centred like ours). The scipy and choix loops at 10,000 queries are extrapolated
 time at 1,000 (the loop is linear in the number of queries); choix (about 1 s a query: it builds its
 Markov chain in Python) runs in full up to 100 queries and is extrapolated beyond. The output says so.
 
-Usage: ``python benchmarks/bt_map.py [--sizes 10 100 1000 10000] [--tiny] [--no-memory]``.
+Usage: ``python -m benchmarks.bt_map [--sizes 10 100 1000 10000] [--tiny] [--no-memory]``.
 Writes ``benchmarks/out/bt_map.json``.
 """
 
@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+from benchmarks import _common as C
 
 RIDGE = 1e-4
 LABEL_CLIP = 0.01

@@ -21,16 +21,16 @@ per call with 64 in flight (``windows / 64`` s). Rounds that compiled a new XLA 
 
 Small size (a few minutes on 2 busy cores)::
 
-    .venv/bin/python benchmarks/budgeted.py --seeds 3 --queries 50
+    .venv/bin/python -m benchmarks.budgeted --seeds 3 --queries 50
 
 Full size (the issue's 14 systems x 200 queries x pools of 150; a few hours on 2 busy cores)::
 
-    .venv/bin/python benchmarks/budgeted.py --seeds 5 --queries 200 --tag _full --plot
+    .venv/bin/python -m benchmarks.budgeted --seeds 5 --queries 200 --tag _full --plot
 
 The loop's own cost per round (refit + decisions + selection, process CPU and wall, compiled programs and
 stored answers reused) at 200 queries::
 
-    .venv/bin/python benchmarks/budgeted.py --overhead-queries 200
+    .venv/bin/python -m benchmarks.budgeted --overhead-queries 200
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 OUT = ROOT / "benchmarks" / "out"
 
 

@@ -16,7 +16,7 @@ document, and of gamma and beta. Above ``--scipy-limit`` queries (default 1,000)
 extrapolated linearly from the largest size it ran at (an optimistic figure for scipy: its iteration
 count grows with the number of parameters); the output says so.
 
-Usage: ``python benchmarks/calibration_map.py [--sizes ...] [--tiny] [--no-memory]``.
+Usage: ``python -m benchmarks.calibration_map [--sizes ...] [--tiny] [--no-memory]``.
 Writes ``benchmarks/out/calibration_map.json``.
 """
 
@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+from benchmarks import _common as C
 
 RIDGE = 1e-4
 C_CRIT = 5

@@ -32,8 +32,8 @@ Results are appended to ``benchmarks/out/coverage<tag>.jsonl`` one fit per line 
 (a long run can be read while it runs, and ``--resume`` skips fits already there); the summary is printed
 at the end and written to ``coverage<tag>.json``. Example (about 40 min on 2 busy cores)::
 
-    python benchmarks/coverage.py --datasets 20
-    python benchmarks/coverage.py --summary          # summarise the JSONL written so far
+    python -m benchmarks.coverage --datasets 20
+    python -m benchmarks.coverage --summary          # summarise the JSONL written so far
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from rcp_jax.models import simulate  # noqa: E402
 

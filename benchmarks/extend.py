@@ -9,7 +9,7 @@ refit (mean and max |diff|); the systems' RCP-nDCG@10 order under both; the call
 full schedule on the grown pools (planned, and with ``--rejudge`` actually judged into a fresh store);
 each gain's error against the simulator's true gain.
 
-Run: ``.venv/bin/python benchmarks/extend.py`` (20 queries x 150 documents, 20% new: about 1-2 min on
+Run: ``.venv/bin/python -m benchmarks.extend`` (20 queries x 150 documents, 20% new: about 1-2 min on
 two cores); ``--queries 5 --pool 60`` for a quick look.
 """
 

@@ -6,53 +6,17 @@ documents nobody judged, and ``rcp_jax.extend`` judges those. Reported per ``n``
 made (tournament + rubric windows, re-asks of invalid answers included), per query and per new document,
 beside the plan of :func:`rcp_jax.schedule.extension_counts`.
 
-Run: ``.venv/bin/python benchmarks/extend_cost.py`` (6 queries x 40 documents; a few seconds per ``n`` on
+Run: ``.venv/bin/python -m benchmarks.extend_cost`` (6 queries x 40 documents; a few seconds per ``n`` on
 two cores); ``--malformed 0.05`` to count re-asks of invalid answers too.
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
-import warnings
-from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-
-def measure(n_new: int, *, queries: int, pool: int, seed: int, malformed: float) -> dict:
-    """Calls of one extension with ``n_new`` new documents in every query."""
-    from rcp_jax.judging import SimulatedJudge, synthetic_dataset
-    from rcp_jax import calibrate, extend
-    from rcp_jax.pipeline import PipelineInput, judge_collection_sync
-    from rcp_jax.schedule import extension_counts
-
-    texts, documents, latent = synthetic_dataset(queries, pool + n_new, seed=seed)
-    rng = np.random.default_rng(seed)
-    old_pools, new = {}, {}
-    for q, docs in documents.items():
-        ids = list(docs)
-        picked = set(rng.choice(ids, n_new, replace=False))
-        old_pools[q] = [d for d in ids if d not in picked]
-        new[q] = picked
-    judge = SimulatedJudge(latent, seed=seed, decorate=False, malformed_rate=malformed)
-    runs = pd.DataFrame([("S", q, d, latent[q][d] + float(rng.standard_normal()))
-                         for q, docs in documents.items() for d in docs],
-                        columns=["system", "query_id", "doc_id", "score"])
-    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        store = Path(tmp) / "store"
-        col = PipelineInput(queries=texts, documents=documents, pools=old_pools, dataset="cost")
-        _, answers, bt, _ = judge_collection_sync(col, judge=judge, store=store, seed=seed, progress=False)
-        res = extend(runs, store=store, calibration=calibrate(bt, answers), judge=judge, queries=texts,
-                     documents=documents, depth=pool + n_new)
-    planned = extension_counts(n_new)
-    found = len(res.new_documents)
-    return {"new_per_query": n_new, "new_documents": found, "calls": res.calls,
-            "calls_per_query": res.calls / queries, "calls_per_new_document": res.calls / found,
-            "planned_tournament": planned[0], "planned_rubric": planned[1],
-            "planned_per_new_document": sum(planned) / n_new}
+from benchmarks.fixtures.extension_cost import measure
 
 
 def main(argv=None) -> list[dict]:

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 GAMMA = np.array([1.169, 1.047, 0.940, 1.157, 0.687])
 BETA = np.array([-2.572, -2.002, -0.251, 0.709, 4.116])

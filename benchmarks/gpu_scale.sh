@@ -13,4 +13,4 @@ else
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 fi
 nproc
-timeout 290 "$PY" benchmarks/gpu_scale.py "$@"
+timeout 290 "$PY" -m benchmarks.gpu_scale "$@"

@@ -13,8 +13,8 @@ Part B (end to end): two :class:`judging.SimulatedJudge` judges (the second stri
 judge one synthetic collection through the whole pipeline into one store; ``rcp-jax fit --judges`` and
 ``rcp-jax compare --by-judge`` are then run in-process on it.
 
-    .venv/bin/python benchmarks/judges.py                 # ~5-10 min of CPU on 2 shared cores
-    .venv/bin/python benchmarks/judges.py --replicates 3  # quicker
+    .venv/bin/python -m benchmarks.judges                 # ~5-10 min of CPU on 2 shared cores
+    .venv/bin/python -m benchmarks.judges --replicates 3  # quicker
 
 Writes ``benchmarks/out/judges.json``.
 """
@@ -33,8 +33,6 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 
 def simulated_tables(seed: int, n_queries: int, n_docs: int, severity, scale):

@@ -26,9 +26,9 @@ and mostly measures the client's CPU. Use ``--latency 0.2 0.5 1 2`` to see where
 
 Usage::
 
-    .venv/bin/python benchmarks/judging_throughput.py                    # 1, 16, 64, 256 in flight at 2 s
-    .venv/bin/python benchmarks/judging_throughput.py --latency 0.2 0.5 1 2 --processes 2
-    .venv/bin/python benchmarks/judging_throughput.py --concurrency 64 --latency 0.5 --windows-per-slot 8
+    .venv/bin/python -m benchmarks.judging_throughput                    # 1, 16, 64, 256 in flight at 2 s
+    .venv/bin/python -m benchmarks.judging_throughput --latency 0.2 0.5 1 2 --processes 2
+    .venv/bin/python -m benchmarks.judging_throughput --concurrency 64 --latency 0.5 --windows-per-slot 8
 
 Writes ``benchmarks/out/judging_throughput.json``.
 """
@@ -50,7 +50,6 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from rcp_jax.judging import LiteLLMJudge, ProcessJudge, SimulatedJudge, Window, judge_windows, synthetic_dataset  # noqa: E402
 

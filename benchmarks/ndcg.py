@@ -18,7 +18,7 @@ the tools that only take integer relevance.
 Ours runs with integer gains (identical inputs to ranx / pytrec_eval) and with float gains. Agreement:
 max |nDCG_ours - nDCG_other| over every (system, query).
 
-Usage: ``python benchmarks/ndcg.py [--queries 1000] [--systems 14] [--tiny] [--no-memory]``.
+Usage: ``python -m benchmarks.ndcg [--queries 1000] [--systems 14] [--tiny] [--no-memory]``.
 Writes ``benchmarks/out/ndcg.json``.
 """
 
@@ -32,8 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+from benchmarks import _common as C
 
 K = 10
 

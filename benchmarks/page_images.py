@@ -1,6 +1,6 @@
 """What judging a page-image corpus costs: ``rcp-jax judge --estimate`` on a 10-query corpus of page images (issue 19).
 
-The corpus is drawn by ``tests/pages/page_corpus.py`` (text rendered to PNG with matplotlib): 10 queries x
+The corpus is drawn by ``benchmarks/fixtures/page_corpus.py`` (text rendered to PNG with matplotlib): 10 queries x
 ``--docs`` documents, a third of them page + extracted text, a third page only, a third text only; pages of
 ``--page-inches`` at ``--dpi`` (8.5 x 11 in at 100 dpi: 850 x 1100 px, a letter page). Pools come from
 ``rcp-jax pool --depth`` (lexical, so page-only documents enter as swapped-in qrel positives). Each model's
@@ -10,7 +10,7 @@ Models: ``openai/gpt-4o-mini`` and ``openai/gpt-4o`` (litellm's OpenAI tile rule
 ``anthropic/claude-sonnet-4-5`` (litellm's Anthropic patch rule), ``hosted_vllm/qwen2.5-vl`` (no litellm
 rule: the documented 28 x 28-pixel approximation) and the simulated judge (chars/4 + the approximation).
 
-Usage: ``python benchmarks/page_images.py [--docs 30] [--depth 30] [--dpi 100]``; writes
+Usage: ``python -m benchmarks.page_images [--docs 30] [--depth 30] [--dpi 100]``; writes
 ``benchmarks/out/page_images.json`` and prints a Markdown table.
 """
 
@@ -21,15 +21,11 @@ import contextlib
 import io
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# benchmarks/coverage.py would shadow the coverage package numba (via bm25s) imports
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
-sys.path.insert(0, str(ROOT / "tests" / "pages"))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 MODELS = ("simulated", "openai/gpt-4o-mini", "openai/gpt-4o", "anthropic/claude-sonnet-4-5", "hosted_vllm/qwen2.5-vl")
@@ -53,7 +49,7 @@ def main() -> None:
     ap.add_argument("--dpi", type=int, default=100, help="page resolution (default 100)")
     ap.add_argument("--page-inches", type=float, nargs=2, default=(8.5, 11.0), help="page size (default 8.5 11)")
     args = ap.parse_args()
-    from page_corpus import make_page_corpus
+    from benchmarks.fixtures.page_corpus import make_page_corpus
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "pages10"

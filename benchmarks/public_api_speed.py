@@ -21,7 +21,7 @@ any document. Wall times are medians; process CPU times are printed beside them 
 wall time includes waiting for other processes). The load average (``uptime``) is printed before and
 after.
 
-Usage: ``.venv/bin/python benchmarks/public_api_speed.py [--sizes 500 1000] [--big 10000] [--repeats 3]
+Usage: ``.venv/bin/python -m benchmarks.public_api_speed [--sizes 500 1000] [--big 10000] [--repeats 3]
 [--public-only]``.
 The first run simulates and caches the inputs (``benchmarks/out/cache``, ~20 s per 1,000 queries);
 the timed part takes about 3 minutes on 2 quiet cores. Writes ``benchmarks/out/public_api_speed.json``.
@@ -43,8 +43,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-import _common as C  # noqa: E402  (benchmarks/, the script's folder, is on the path of a script)
-import baselines as B  # noqa: E402
+from benchmarks import _common as C  # noqa: E402
+from benchmarks import baselines as B  # noqa: E402
 
 
 def tables(n_queries: int, data: dict):

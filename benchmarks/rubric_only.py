@@ -22,7 +22,7 @@ Agreement: max |difference| of gamma and beta after putting every fit on RCP's c
 (sum gamma = C = 5, mean beta = 0, i.e. gamma = a C / sum a, beta = (b - mean b) sum a / C). The
 packages' grids differ from ours, so ~1e-3 is the expected level.
 
-Usage: ``python benchmarks/rubric_only.py [--sizes ...] [--tiny] [--no-memory]``.
+Usage: ``python -m benchmarks.rubric_only [--sizes ...] [--tiny] [--no-memory]``.
 Writes ``benchmarks/out/rubric_only.json``.
 """
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-import _common as C  # (benchmarks/, the script's folder, is on the path of a script)
+from benchmarks import _common as C
 
 RIDGE = 1e-7  # rcp_jax.models.irt.RUBRIC_ONLY_RIDGE, the default of fit_rubric_only (scipy gets the same objective)
 

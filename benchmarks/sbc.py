@@ -24,9 +24,9 @@ per-system RCP-nDCG, pair differences, decisions on null pairs) for each model a
 
 Prints tables and writes JSON to ``benchmarks/out/``. Examples::
 
-    python benchmarks/sbc.py                       # SBC, 200 datasets of 4 queries x 12 documents
-    python benchmarks/sbc.py --prior ridge         # the default (weak, data-scaled) item prior
-    python benchmarks/sbc.py --coverage --reps 3   # gain coverage: frozen on exact BT, frozen and joint on noisy BT
+    python -m benchmarks.sbc                       # SBC, 200 datasets of 4 queries x 12 documents
+    python -m benchmarks.sbc --prior ridge         # the default (weak, data-scaled) item prior
+    python -m benchmarks.sbc --coverage --reps 3   # gain coverage: frozen on exact BT, frozen and joint on noisy BT
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ import numpy as np
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from rcp_jax.models import bayes, inference, simulate  # noqa: E402
 
@@ -102,8 +101,7 @@ def sbc(args) -> dict:
 
 
 def coverage(args) -> dict:
-    sys.path.insert(0, str(ROOT / "tests" / "bayes"))
-    from bayes_helpers import collection_tables, exact_bt_scores, true_gains
+    from benchmarks.fixtures.simulated_collections import collection_tables, exact_bt_scores, true_gains
 
     from rcp_jax.bayes import fit_posterior
 

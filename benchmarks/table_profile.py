@@ -17,7 +17,7 @@ part, summed over a call, medians over ``--repeats``):
 ``--compare DIR`` checks them bit for bit against a saved run. ``--cprofile FILE`` writes the cProfile
 statistics of one warm BT + calibrate call (top 40 by cumulative time).
 
-Usage: ``.venv/bin/python benchmarks/table_profile.py --n 1000 [--repeats 3] [--save DIR] [--compare DIR]``.
+Usage: ``.venv/bin/python -m benchmarks.table_profile --n 1000 [--repeats 3] [--save DIR] [--compare DIR]``.
 """
 
 from __future__ import annotations
@@ -122,8 +122,8 @@ def main(argv=None) -> None:
     ap.add_argument("--no-parts", action="store_true", help="time whole calls only (default: parts too)")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
-    import _common as C
-    from public_api_speed import tables
+    from benchmarks import _common as C
+    from benchmarks.public_api_speed import tables
 
     import rcp_jax
 

@@ -88,14 +88,16 @@ SHARED_GROUPS = {
 }
 #: The longest groups, handed out first, longest first, so that the many short modules fill the workers'
 #: tails (longest-processing-time-first scheduling). Cold CPU seconds of each alone (-n 0, a fresh cache,
-#: subprocesses included; measured under load, session 7): the two bayes groups ~100-250, test_demo_cli 81,
-#: test_cli_posterior 58, test_signals 38, test_own_collection / test_judges / bayes test_models 32-33,
-#: test_crash_resume 31, test_notebooks_paper 18 (stats/test_diagnostics + test_rubric_only_degenerate:
-#: 15 together, no longer long).
-LONG_GROUPS = ("bayes:frozen_posterior", "bayes:noisy_posteriors", "tests/test_demo_cli.py",
-               "tests/bayes/test_small_inference.py", "tests/bayes/test_cli_posterior.py", "tests/reliability/test_signals.py", "tests/test_own_collection.py",
-               "tests/test_judges.py", "tests/bayes/test_models.py", "tests/reliability/test_crash_resume.py",
-               "tests/test_notebooks_paper.py")
+#: subprocesses included; measured under load, session 7): the two bayes groups ~100-250, the demo command 81,
+#: test_cli_posterior 58, test_signals 38, test_own_collection / test_several_judges / bayes test_models 32-33,
+#: test_crash_resume 31, the paper notebook 18 (stats/test_diagnostics + calibration/test_rubric_only_degenerate:
+#: 15 together, no longer long). Paths are relative to the repository root (tests/test_parallel_suite.py
+#: checks that each names a test file).
+LONG_GROUPS = ("bayes:frozen_posterior", "bayes:noisy_posteriors", "tests/demo/test_demo_command.py",
+               "tests/bayes/test_small_inference.py", "tests/bayes/test_cli_posterior.py",
+               "tests/reliability/test_signals.py", "tests/cli/test_own_collection.py",
+               "tests/judges/test_several_judges.py", "tests/bayes/test_models.py",
+               "tests/reliability/test_crash_resume.py", "tests/notebooks/test_paper_analyses_notebook.py")
 
 
 def suite_group(nodeid: str) -> tuple[int, str]:

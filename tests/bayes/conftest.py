@@ -13,17 +13,13 @@ them for the process), so the fixtures below fix a few shapes that several tests
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bayes_helpers (also used by benchmarks/sbc.py)
-from bayes_helpers import collection_tables, exact_bt_scores, simulated_run, true_gains  # noqa: E402
-
-from rcp_jax.models import simulate  # noqa: E402
+from benchmarks.fixtures.simulated_collections import collection_tables, exact_bt_scores, simulated_run, true_gains
+from rcp_jax.models import simulate
 
 #: NUTS settings of the shared fits (chains vectorised): the 50 x 60 collection uses the library defaults
 #: (4 chains, 1,000 warmup + 500 draws); the noisy collection (and the notebook's small mode) 2 chains of
@@ -86,3 +82,15 @@ def noisy_posteriors(noisy):
 def run_table(collection) -> pd.DataFrame:
     sim, _, _ = collection
     return simulated_run(sim, [0.4, 0.8, 1.0, 1.1, 3.0], seed=11, depth=30)
+
+
+#: The session fixtures that cost NUTS fits (the 50 x 60 collection; three fits of the noisy one).
+COSTLY_FIXTURES = ("frozen_posterior", "noisy_posteriors")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every test that takes a NUTS-fitted fixture is ``slow``: ``-m "not slow"`` then skips the fits themselves,
+    not only the tests that wait longest for them."""
+    for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in COSTLY_FIXTURES):
+            item.add_marker(pytest.mark.slow)

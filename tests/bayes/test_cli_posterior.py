@@ -29,6 +29,7 @@ def _fit_and_evaluate(store, runs, out, capsys, *fit_args, eval_args=()):
     return info, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_fit_nuts_then_evaluate_posterior(tiny_store, tmp_path, capsys):
     store, runs = tiny_store
     info, out = _fit_and_evaluate(store, runs, tmp_path / "fit", capsys, "--method", "nuts", "--warmup", "200",

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
-from bayes_helpers import gain_coverage, simulated_run
 
+from benchmarks.fixtures.simulated_collections import gain_coverage, simulated_run
 from rcp_jax.bayes import format_posterior_table, posterior_metrics
 from rcp_jax.bayes.posterior import FrozenModelWarning
 from rcp_jax.bayes.posterior_ndcg import decide

@@ -1,4 +1,4 @@
-"""Issue 30: the posterior path runs the MAP path's degeneracy checks, and says why RCP-nDCG can exceed 1.
+"""The posterior path runs the MAP path's degeneracy checks, and says why RCP-nDCG can exceed 1.
 
 * an all-tied tournament, a criterion nobody passes, a criterion everybody passes: ``fit_posterior`` warns
   (``CalibrationWarning``, the MAP's messages, ``Posterior.flags``), ``posterior_metrics`` warns again and
@@ -24,8 +24,8 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from bayes_helpers import collection_tables
 
+from benchmarks.fixtures.simulated_collections import collection_tables
 import rcp_jax
 from rcp_jax.models import simulate
 from rcp_jax.bayes import fit_posterior, posterior_metrics

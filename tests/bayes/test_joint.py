@@ -9,7 +9,8 @@ frozen model is overconfident: its intervals ignore the BT error.
 from __future__ import annotations
 
 import numpy as np
-from bayes_helpers import gain_coverage
+
+from benchmarks.fixtures.simulated_collections import gain_coverage
 
 
 def test_joint_intervals_are_wider_and_cover_the_truth(noisy, noisy_posteriors):

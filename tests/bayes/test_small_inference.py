@@ -29,6 +29,7 @@ def test_nuts_is_reproducible_with_an_explicit_seed():
     assert a.samples["tau"].shape == (2, 20, 3) and a.info["chain_method"] == "sequential"  # the CPU default
 
 
+@pytest.mark.slow
 def test_sequential_and_vectorised_chains_start_alike_and_are_each_reproducible():
     kw = tiny_calibration_data(seed=0)
     settings = dict(seed=5, num_warmup=0, num_samples=3, num_chains=2)
@@ -45,6 +46,7 @@ def test_sequential_and_vectorised_chains_start_alike_and_are_each_reproducible(
         inference.run_nuts(bayes.calibration_model, kw, chain_method="serial", **settings)
 
 
+@pytest.mark.slow
 def test_batched_runs_vectorised_as_on_an_accelerator():
     # the accelerators' default (the CPU's, sequential, is the SBC test's): one chain per dataset, own keys
     rng = np.random.default_rng(3)
@@ -85,6 +87,7 @@ def test_nuts_progress_reports_reach_the_end_and_leave_the_draws_unchanged():
     assert seen == [(1, 3), (2, 3), (3, 3)]
 
 
+@pytest.mark.slow
 def test_svi_progress_reports_and_the_loop_is_svi_runs():
     from numpyro.infer import SVI, Trace_ELBO
     from numpyro.infer.autoguide import AutoNormal
@@ -133,6 +136,7 @@ def test_sbc_coverage_bands_are_the_binomial_quantiles():
     assert stats.binom.cdf(lo - 1, 50, 0.9) <= 0.01 / 36 < stats.binom.cdf(lo, 50, 0.9)
 
 
+@pytest.mark.slow
 def test_simulation_based_calibration_of_the_2pl_is_uniform():
     """Reduced SBC (the full run: ``benchmarks/sbc.py``): 50 datasets of 4 queries x 12 documents.
 

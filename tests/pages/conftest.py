@@ -1,17 +1,14 @@
-"""Fixtures of the page-image tests: a tiny generated corpus of page images (tests/pages/page_corpus.py)."""
+"""Fixtures of the page-image tests: a tiny generated corpus of page images (benchmarks/fixtures/page_corpus.py)."""
 
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's bundled model map, no network
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # page_corpus (also used by benchmarks/page_images.py)
+from benchmarks.fixtures.page_corpus import make_page_corpus
 
-from page_corpus import make_page_corpus  # noqa: E402
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's bundled model map, no network
 
 
 @pytest.fixture(scope="session")

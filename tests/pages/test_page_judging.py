@@ -1,4 +1,4 @@
-"""Page-image corpora end to end: readers, the fake server seeing the image parts, the CLI flow (task I, issue 19)."""
+"""Page-image corpora end to end: readers, the fake server seeing the image parts, the CLI flow."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def test_pool_judge_fit_evaluate_on_a_page_corpus(page_corpus, tmp_path, cli):
 
 
 def test_doctor_on_a_page_corpus(page_corpus, tmp_path, cli):
-    # issue 30: doctor crashed here (TypeError: argument of type 'Document' is not iterable) where judge,
+    # doctor once crashed here (TypeError: argument of type 'Document' is not iterable) where judge,
     # --estimate and fit worked
     folder, info = page_corpus
     pools = tmp_path / "pools.tsv"

@@ -1,4 +1,4 @@
-"""Page images in windows: content parts in order, labels, limits, and the window identity (task I, issue 19)."""
+"""Page images in windows: content parts in order, labels, limits, and the window identity."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Correctness of the performance paths of issue #7 (speed itself is measured by benchmarks/, never here).
+"""Correctness of the performance paths (speed itself is measured by benchmarks/, never here).
 
 * the upper-triangle pair statistics equal the public ``pair_statistics``;
 * the CG-Newton ``fit_map`` equals a plain dense Newton solve;
@@ -199,6 +199,7 @@ _SHARDED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_sharded_fits_equal_single_device_fits():
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu",
            "PYTHONPATH": str(ROOT)}

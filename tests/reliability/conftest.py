@@ -1,5 +1,5 @@
 """Fixtures of the reliability tests: a small collection on disk, a driver to run the CLI in a
-subprocess with test hooks (see ``_driver.py``), and one uninterrupted reference run to compare with.
+subprocess with test hooks (see ``tests/helpers/crash_driver.py``), and one uninterrupted reference run to compare with.
 
 Every subprocess shares one persistent JAX compilation cache (a session folder), so only the first
 one compiles: later ones spend their time importing and judging, not in XLA.
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-DRIVER = Path(__file__).with_name("_driver.py")
+DRIVER = Path(__file__).resolve().parents[1] / "helpers" / "crash_driver.py"
 WORDS = ("river engine protein market orbit lattice harbor signal cobalt quartz meadow falcon "
          "Zürich café naïve 東京 résumé").split()
 N_QUERIES, N_DOCS = 4, 16
@@ -66,7 +66,7 @@ def pipeline_commands(data: dict[str, Path], *, name: str = "reliability") -> li
 
 @dataclass
 class Driver:
-    """Runs ``_driver.py`` with a spec in a working folder."""
+    """Runs ``tests/helpers/crash_driver.py`` with a spec in a working folder."""
 
     env: dict[str, str]
 
@@ -151,8 +151,8 @@ def reference(driver, collection, tmp_path_factory) -> Reference:
 
 @pytest.fixture(scope="session")
 def small_rows(tmp_path_factory) -> Path:
-    """``demo.jsonl``: the small collection of ``_small_store.py`` as a rows file."""
-    from ._small_store import write_rows
+    """``demo.jsonl``: the small collection of ``tests/helpers/small_store.py`` as a rows file."""
+    from tests.helpers.small_store import write_rows
 
     return write_rows(tmp_path_factory.mktemp("small") / "demo.jsonl")
 
@@ -161,7 +161,7 @@ def small_rows(tmp_path_factory) -> Path:
 def small_judged(small_rows, tmp_path_factory) -> Path:
     """A store judged completely by ``rcp-jax judge --rows demo.jsonl`` in this process (name 'demo', seed 0).
     Tests copy it before changing anything."""
-    from ._small_store import cli_judge
+    from tests.helpers.small_store import cli_judge
 
     store = tmp_path_factory.mktemp("small-judged") / "store"
     rc, summary, err = cli_judge(small_rows, store)

@@ -1,4 +1,4 @@
-"""Issue #8, part 5: adversarial documents. Text containing ``</doc>``, forged document blocks, fake
+"""Adversarial documents. Text containing ``</doc>``, forged document blocks, fake
 JSON answers or instructions to the judge cannot break a window's structure, cannot get an answer
 accepted for a document outside the window, and a judge that repeats an answer planted in a document
 is reported (a warning naming the window and document, and a flag on the stored record) and its answer

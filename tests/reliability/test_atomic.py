@@ -1,4 +1,4 @@
-"""Issue #8, part 1 (in process): a crash between an output's complete temp file and its rename leaves
+"""In process: a crash between an output's complete temp file and its rename leaves
 the previous file untouched; a calibration folder left half rewritten by an interrupted save is refused
 on load instead of mixing two fits.
 """

@@ -1,6 +1,6 @@
-"""Issue #8, part 3 (through the CLI): every bad input file is refused with exit code 2 and one message
+"""Through the CLI: every bad input file is refused with exit code 2 and one message
 on stderr naming the file, the line and the id, and saying what to do; never a traceback, and never
-after spending judge calls. (``tests/test_data.py`` covers the loaders themselves.)
+after spending judge calls. (``tests/data/test_loaders_and_validators.py`` covers the loaders themselves.)
 """
 
 from __future__ import annotations

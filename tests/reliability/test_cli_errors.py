@@ -1,4 +1,4 @@
-"""Issue 14, section 3: exit codes, plain mistakes without tracebacks, and files left by killed writes.
+"""Exit codes, plain mistakes without tracebacks, and files left by killed writes.
 
 Exit codes: 0 success, 1 unexpected failure, 2 bad input / usage, 3 the judge failed (authentication,
 endpoint, transport, windows still invalid after their attempts, an early-stop verdict), 130 Ctrl-C,

@@ -1,10 +1,10 @@
-"""Issue #8, part 1: the whole pipeline (judge -> fit -> evaluate, in one process through the CLI)
+"""The whole pipeline (judge -> fit -> evaluate, in one process through the CLI)
 SIGKILLed at chosen points, again and again, then finished: the final calibration, metrics and every
 output file equal an uninterrupted run with the same seed byte for byte; no judgement is asked again
 once stored; and no output file is ever half-written.
 
-Each kill point is deterministic (``_driver.py`` kills the process from a hook at the n-th judge call,
-BT refit, 2PL fit or file write), so there is no timing in these tests. One chain of processes resumes
+Each kill point is deterministic (``tests/helpers/crash_driver.py`` kills the process from a hook at the n-th
+judge call, BT refit, 2PL fit or file write), so there is no timing in these tests. One chain of processes resumes
 from each kill in turn: each resumed run is itself killed further along. (A crash between an output's
 complete temp file and its rename is covered in-process by ``test_atomic.py``.)
 """
@@ -15,6 +15,8 @@ import os
 import signal
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from rcp_jax.judging import read_judgements
 
@@ -37,6 +39,7 @@ def stored(store: Path) -> list[tuple[str, int, bool, str]]:
             for stage in ("tournament", "rubric") for j in read_judgements(store, stage)]
 
 
+@pytest.mark.slow
 def test_sigkill_anywhere_then_resume_equals_an_uninterrupted_run(driver, collection, reference, tmp_path):
     store, out, log = tmp_path / "store", tmp_path / "out", tmp_path / "calls.jsonl"
     ref_records = stored(reference.folder / "store")

@@ -1,4 +1,4 @@
-"""Issue #8, part 4: degenerate data. Queries whose documents all fail or all pass every criterion, a
+"""Degenerate data. Queries whose documents all fail or all pass every criterion, a
 criterion nobody passes, a judge that always gives the same score, a disconnected tournament: the fits
 finish, name the problem in warnings and in ``calibration.info["flags"]`` (saved with the
 calibration, printed by ``rcp-jax fit``), and never hand on NaN gains silently.

@@ -1,4 +1,4 @@
-"""Issue #8, part 2: Ctrl-C (SIGINT) during ``rcp-jax judge`` with a slow judge stops cleanly: exit
+"""Ctrl-C (SIGINT) during ``rcp-jax judge`` with a slow judge stops cleanly: exit
 130, a message saying how to resume, no traceback; every answer received before the interrupt is in
 the store (whole lines only); the next run asks only the rest and ends where an uninterrupted run ends.
 """
@@ -9,11 +9,14 @@ import signal
 import time
 from collections import Counter
 
+import pytest
+
 from rcp_jax.judging import read_judgements
 
 from .conftest import MALFORMED_RATE, output_files, pipeline_commands, read_calls
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_judging_keeps_every_received_answer_and_resumes(driver, collection, reference, tmp_path):
     store, log = tmp_path / "store", tmp_path / "calls.jsonl"
     judge, *rest = pipeline_commands(collection)

@@ -1,4 +1,4 @@
-"""Issue #8, part 3 (properties): loaders round-trip any ids and scores; ``score_query`` stays in
+"""Properties: loaders round-trip any ids and scores; ``score_query`` stays in
 [0, 1], ignores what documents are called (group_mean, input_order), and its group_mean is the
 average over every order of the tied documents; whole-run evaluation ignores row order bit for bit.
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
@@ -149,6 +150,7 @@ def test_group_mean_is_the_average_over_tie_orders(case):
         assert max(values) - min(values) <= 1e-15
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(run=runs(), seed=st.integers(0, 2**32 - 1), data=st.data())
 def test_evaluate_ignores_row_order_bit_for_bit(run, seed, data):

@@ -1,4 +1,4 @@
-"""Issue #8, part 7: the same inputs and seed give the same gains and metrics, bit for bit, whatever
+"""The same inputs and seed give the same gains and metrics, bit for bit, whatever
 the order of the queries, pools and rows in the input files, and whatever order the judge's answers
 arrived in (another concurrency); the fits alone ignore the order of their input rows.
 """
@@ -11,6 +11,7 @@ import random
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from rcp_jax.calibration import calibrate
 from rcp_jax.tournament import fit_bradley_terry
@@ -37,6 +38,7 @@ def shuffled_collection(collection, folder):
     return {"rows": folder / "rows.jsonl", "runs": folder / "runs.csv", "qrels": folder / "qrels.txt"}
 
 
+@pytest.mark.slow
 def test_shuffled_inputs_and_another_concurrency_give_identical_outputs(driver, collection, reference, tmp_path):
     data = shuffled_collection(collection, tmp_path / "data")
     judge, fit, evaluate = pipeline_commands(data)

@@ -1,4 +1,4 @@
-"""Issue #8, part 6: with an API key in the environment, judging through litellm (against the local
+"""With an API key in the environment, judging through litellm (against the local
 fake OpenAI-compatible server) + fit + evaluate, with litellm's and Python's debug logging on, write the
 key to no file and no output; a 401 whose reply echoes the key is reported without it.
 """
@@ -24,6 +24,7 @@ def leaks(text: str) -> list[str]:
     return [p for p in PIECES if p in text]
 
 
+@pytest.mark.slow
 def test_the_key_reaches_no_file_and_no_output(driver, collection, tmp_path):
     judge, fit, evaluate = pipeline_commands(collection)
     judge = judge + ["--model", "openai/fake-judge", "--api-base", "{FAKE_URL}", "--concurrency", "8"]

@@ -1,4 +1,4 @@
-"""Issue 14, section 3: SIGTERM stops ``rcp-jax judge`` like Ctrl-C, and neither leaves a coroutine behind.
+"""SIGTERM stops ``rcp-jax judge`` like Ctrl-C, and neither leaves a coroutine behind.
 
 Judging goes through litellm's real HTTP path to the fake OpenAI-compatible server, slowed down so the
 signal lands while calls are in flight. ``litellm.acompletion`` runs ``litellm.completion`` in a worker
@@ -39,6 +39,7 @@ def judge_spec(collection, tag: str, *, latency: float, strict: bool) -> dict:
 ENV = {"OPENAI_API_KEY": "sk-fake-key-for-the-local-server"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("signum", "resume"), [(signal.SIGINT, False), (signal.SIGTERM, True)], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_while_judging_over_http_stores_answers_and_leaves_no_coroutine(driver, collection, tmp_path, signum,
                                                                                resume):

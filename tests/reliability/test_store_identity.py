@@ -1,4 +1,4 @@
-"""Issue 14, section 3: a store records its schedule identity and is never poisoned by a second schedule.
+"""A store records its schedule identity and is never poisoned by a second schedule.
 
 Resuming with the same data under another name (a renamed folder), another --seed or an edited pools file
 used to judge a whole second schedule into the same store, and `fit` then died on a duplicate document.
@@ -25,7 +25,7 @@ from rcp_jax.judging.store.jsonl import IDENTITY_FILE
 from rcp_jax.pipeline import PipelineInput, judge_collection_sync
 from rcp_jax.store_identity import StoreIdentityError, pool_hash
 
-from ._small_store import DOCUMENTS, LATENT, POOLS, QRELS, QUERIES, cli_judge, snapshot
+from tests.helpers.small_store import DOCUMENTS, LATENT, POOLS, QRELS, QUERIES, cli_judge, snapshot
 
 
 def collection(name: str = "demo", pools=None) -> PipelineInput:

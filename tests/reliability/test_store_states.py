@@ -1,4 +1,4 @@
-"""Issue 14, section 3: ``rcp-jax fit`` never fails on a state the judge can write.
+"""``rcp-jax fit`` never fails on a state the judge can write.
 
 Each state below is one a judging run can leave behind (a crash, a judge that never answers some windows
 usably, answers flagged as prompt injections). Each gives either a correct fit (exit 0, with a note saying

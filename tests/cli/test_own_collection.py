@@ -203,6 +203,7 @@ def test_own_collection_flow_in_process(capsys, tmp_path):
     assert code == 0 and "p_calibrated" in text
 
 
+@pytest.mark.slow
 def test_cranfield_flow_four_queries(capsys, tmp_path, shared_data):
     cranfield = shared_data / "cranfield"
     work = tmp_path / "cranfield"

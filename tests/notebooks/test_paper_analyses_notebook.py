@@ -8,7 +8,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "paper_analyses.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "paper_analyses.ipynb"
 
 
 def test_notebook_is_stored_without_outputs():
@@ -18,6 +18,7 @@ def test_notebook_is_stored_without_outputs():
     assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
+@pytest.mark.slow
 def test_paper_analyses_notebook_runs_on_the_demo(execute_notebook):
     nb = execute_notebook(NOTEBOOK, timeout=300)
 

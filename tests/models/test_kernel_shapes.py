@@ -1,4 +1,4 @@
-"""Issue 14/20: refits of other sizes reuse the compiled BT, 2PL and Rasch kernels (few distinct shapes), and
+"""Refits of other sizes reuse the compiled BT, 2PL and Rasch kernels (few distinct shapes), and
 the padding that makes it so changes no estimate.
 
 * BT on CPU: every call fits a fixed block of queries with a power-of-two number of window slots (at least

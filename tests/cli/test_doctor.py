@@ -189,7 +189,7 @@ def test_unsupported_structured_output_fails_fast_with_the_modes_to_try(server, 
     assert "json_object_schema" in report["next"][0]
 
 
-# -- judges that say nothing (issue 30) ------------------------------------------------------------------
+# -- judges that say nothing ----------------------------------------------------------------------------
 
 
 class RecordedJudge:

@@ -1,4 +1,4 @@
-"""Collections without human labels (issue 30, section 1), partly labelled ones, and the fusion run.
+"""Collections without human labels, partly labelled ones, and the fusion run.
 
 A tiny BEIR folder made here (4 queries on four topics, 24 documents, no ``qrels/``) goes through every verb
 in this process (:func:`rcp_jax.cli.main`): pool -> judge -> fit -> evaluate -> compare -> diagnose -> extend
@@ -362,6 +362,7 @@ def test_fusion_run_is_the_rrf_of_the_first_stages(flow, tmp_path):
         assert part["score"].to_numpy() == pytest.approx([s for _, s in ref[q][:DEPTH]], rel=1e-12)
 
 
+@pytest.mark.slow
 def test_fusion_run_agrees_with_ranx(flow, tmp_path):
     """ranx's RRF of the same runs: the same documents, order and scores (ranx compiles numba kernels: ~5 s warm)."""
     import ranx  # a dev dependency
@@ -435,12 +436,8 @@ def test_unlabelled_flow_against_a_real_llama_cpp_server(tmp_path, labels):
     ``partial``: the same with ``--qrels FILE`` labelling q1 only (pool, judge, evaluate read it).
     Skipped unless ``RCP_JAX_LLAMA_PYTHON`` names a Python with ``llama-cpp-python[server]`` (see
     tests/judging/transport/test_real_server.py); a few minutes on a busy two-core CPU."""
-    import importlib.util
+    from benchmarks.fixtures import llama_server as bench
 
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("rcp_real_server_bench", root / "benchmarks" / "real_server.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     python, gguf, why = bench.find_server()
     if python is None:
         pytest.skip(why)

@@ -87,6 +87,7 @@ def test_usage_errors_exit_2_with_a_message(tiny, capsys):
     assert str(folder / "missing") in err and "`rcp-jax fit" in err  # names the path and what writes it
 
 
+@pytest.mark.slow
 def test_console_script_keeps_a_persistent_compilation_cache(tiny, cli, tmp_path):
     """`rcp-jax fit` in a fresh process stores its compiled programs in $RCP_JAX_CACHE_DIR (the tests'
     own shared cache, JAX_COMPILATION_CACHE_DIR, is taken out of this one process's environment); with

@@ -1,4 +1,4 @@
-"""Several judges, one calibration (issue 17, part 3): kappa, the pooled 2PL's recovery, the store's judges,
+"""Several judges, one calibration: kappa, the pooled 2PL's recovery, the store's judges,
 ``rcp-jax fit --judges`` and ``rcp-jax compare --by-judge``, with their refusal paths.
 
 Sizes are small on purpose (the whole file stays within a few seconds of CPU after compilation); the
@@ -54,6 +54,7 @@ def test_shared_answers_pair_only_windows_with_the_same_documents():
 # --------------------------------------------------------------------------------------------------
 # the pooled 2PL recovers known offsets (models level)
 # --------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_pooled_fit_recovers_known_severity_and_scale():
     # theta = the true relevance (as an exact tournament would give up to tau, alpha), so this checks the
     # 2PL alone; the store-to-fit path with BT scores is checked below

@@ -1,4 +1,4 @@
-"""``fit`` and ``diagnose`` report the answer-quality signals of a store (issue 30).
+"""``fit`` and ``diagnose`` report the answer-quality signals of a store.
 
 A store judged through the fake OpenAI-compatible server by a positional judge (the shape SmolLM2-135M
 gave: scores by slot whatever the documents, the template's placeholder as reasoning) gets warning lines

@@ -14,15 +14,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from rcp_jax import schedule as S
-from rcp_jax.errors import DataError
 from rcp_jax.judging.store.records import Window
 from rcp_jax.models import simulate
-from rcp_jax.models.bradley_terry import fit_windows
-
-
-def _pool(n: int, prefix: str = "d") -> list[str]:
-    return [f"{prefix}{i}" for i in range(n)]
+from rcp_jax import schedule as S
+from rcp_jax.errors import DataError
+from tests.helpers.tournaments import doc_pool, fit_rounds
 
 
 def _placements(windows, docs) -> np.ndarray:
@@ -107,7 +103,7 @@ def test_duplicate_and_missing_ids_are_refused():
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("n", [2, 8, 37, 150, 500])
 def test_round1_is_balanced_mirrored_and_shows_everyone(n):
-    docs = _pool(n)
+    docs = doc_pool(n)
     wins = S.tournament_round1("q1", docs, seed=3, dataset="ds")
     c = S.schedule_counts(n)
     assert len(wins) == 2 * c.round1
@@ -121,7 +117,7 @@ def test_round1_is_balanced_mirrored_and_shows_everyone(n):
 
 
 def test_round1_presentation_is_shuffled():
-    docs = _pool(150)
+    docs = doc_pool(150)
     wins = S.tournament_round1("q1", docs, seed=0)[0::2]
     idx = [[int(d[1:]) for d in w.doc_ids] for w in wins]
     assert sum(i == sorted(i) for i in idx) <= 1
@@ -129,7 +125,7 @@ def test_round1_presentation_is_shuffled():
 
 @pytest.mark.parametrize("n", [8, 37, 150])
 def test_round2_takes_contiguous_blocks_of_the_bt_order(n):
-    docs = _pool(n)
+    docs = doc_pool(n)
     rng = np.random.default_rng(n)
     theta = rng.normal(size=n)
     rank = np.empty(n, dtype=int)
@@ -148,7 +144,7 @@ def test_round2_takes_contiguous_blocks_of_the_bt_order(n):
 def test_round2_tie_rule_replaces_the_incumbent_with_probability_0_3():
     # 20 docs, w=10, first window: every block has coverage 0 -> 11 tied candidates.
     cfg = S.ScheduleConfig(round2_placements=Fraction(1, 2))  # one window for n = 20
-    docs = _pool(20)
+    docs = doc_pool(20)
     theta = -np.arange(20.0)
     firsts = []
     for seed in range(400):
@@ -189,7 +185,7 @@ def _brute_force_batch(theta_pool, co, n_windows, w=10, decay=0.3):
 @pytest.mark.parametrize("n, seed", [(150, 0), (37, 1), (23, 2), (500, 3)])
 def test_adaptive_batch_matches_brute_force(n, seed):
     rng = np.random.default_rng(seed)
-    docs = _pool(n)
+    docs = doc_pool(n)
     theta = rng.normal(0, 2, n)
     co = rng.integers(0, 4, (n, n))
     co = np.triu(co, 1) + np.triu(co, 1).T
@@ -251,7 +247,7 @@ def test_pick_segments_is_the_greedy_maximum(values, k, count):
 @given(n=st.integers(2, 260), w=st.integers(2, 12), seed=st.integers(0, 2**31))
 def test_every_document_is_shown_for_any_pool(n, w, seed):
     cfg = S.ScheduleConfig(w=w)
-    docs = _pool(n)
+    docs = doc_pool(n)
     r1 = S.tournament_round1("q", docs, seed=seed, config=cfg)
     bal = S.rubric_balanced("q", docs, seed=seed, config=cfg)
     for wins in (r1, bal):
@@ -267,14 +263,14 @@ def test_boundary_values_formula():
 
 def test_adaptive_batch_depth_restricts_to_the_top():
     n = 300
-    docs = _pool(n)
+    docs = doc_pool(n)
     theta = -np.arange(n) * 0.01  # d0 best
     got = S.adaptive_batch("q", docs, theta, np.zeros((n, n), int), 0, config=S.ScheduleConfig(depth=150))
     assert got and max(int(d[1:]) for w in got for d in w.doc_ids) < 150
 
 
 def test_co_occurrence_counts_reversed_copies_separately():
-    docs = _pool(12)
+    docs = doc_pool(12)
     wins = S.tournament_round1("q", docs, seed=0)
     co = S.co_occurrence(wins, docs)
     co_orig = S.co_occurrence(wins[0::2], docs)
@@ -285,7 +281,7 @@ def test_co_occurrence_counts_reversed_copies_separately():
 # determinism
 # --------------------------------------------------------------------------------------------------
 def test_windows_depend_only_on_seed_dataset_and_query():
-    pools = {f"q{j}": _pool(40 + j, prefix=f"q{j}-") for j in range(4)}
+    pools = {f"q{j}": doc_pool(40 + j, prefix=f"q{j}-") for j in range(4)}
 
     def plan(order):
         out = {}
@@ -312,7 +308,7 @@ def test_windows_depend_only_on_seed_dataset_and_query():
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("n", [1, 8, 37, 150, 500])
 def test_rubric_shows_every_document(n):
-    docs = _pool(n)
+    docs = doc_pool(n)
     c = S.schedule_counts(n)
     bal = S.rubric_balanced("q", docs, seed=0)
     strat = S.rubric_stratified("q", docs, np.linspace(2, -2, n), seed=0)
@@ -331,7 +327,7 @@ def test_rubric_coverage_is_refused_up_front():
     with pytest.raises(DataError, match=r"query 'q7'.*8 window\(s\) of 10 = 80 placements for 150 documents"):
         S.check_rubric_coverage("q7", 150, cfg)
     with pytest.raises(DataError, match="rubric_placements"):
-        S.rubric_balanced("q7", _pool(150), seed=0, config=cfg)
+        S.rubric_balanced("q7", doc_pool(150), seed=0, config=cfg)
     S.check_rubric_coverage("q7", 150)  # the default schedule covers every pool size
     for n in range(1, 400):
         S.check_rubric_coverage("q", n)
@@ -339,7 +335,7 @@ def test_rubric_coverage_is_refused_up_front():
 
 def test_rubric_stratified_groups_similar_abilities():
     n = 150
-    docs = _pool(n)
+    docs = doc_pool(n)
     ability = np.random.default_rng(0).normal(size=n)
     rank = np.empty(n, int)
     rank[np.argsort(-ability, kind="stable")] = np.arange(n)
@@ -351,7 +347,7 @@ def test_rubric_stratified_groups_similar_abilities():
 def test_rasch_abilities_from_balanced_answers():
     rng = np.random.default_rng(0)
     truth = simulate.simulate_truth(rng, [60, 30])
-    pools = {"a": _pool(60, "a"), "b": _pool(30, "b")}
+    pools = {"a": doc_pool(60, "a"), "b": doc_pool(30, "b")}
     rows = []
     for j, q in enumerate(pools):
         for w in S.rubric_balanced(q, pools[q], seed=0):
@@ -378,32 +374,11 @@ def test_module_example_runs():
 # --------------------------------------------------------------------------------------------------
 # a whole simulated tournament, BT refits between rounds
 # --------------------------------------------------------------------------------------------------
-def _fit(windows_by_query, scores_by_query, pools):
-    qids = list(pools)
-    di, sc, wq = [], [], []
-    for j, q in enumerate(qids):
-        pos = {d: i for i, d in enumerate(pools[q])}
-        for win, s in zip(windows_by_query[q], scores_by_query[q]):
-            row = np.full(10, -1)
-            row[: len(win.doc_ids)] = [pos[d] for d in win.doc_ids]
-            srow = np.zeros(10)
-            srow[: len(s)] = s
-            di.append(row), sc.append(srow), wq.append(j)
-        # pad every query to a fixed number of (empty) windows so each refit reuses one compiled shape
-        pad = 200 - len(windows_by_query[q])
-        di += [np.full(10, -1)] * pad
-        sc += [np.zeros(10)] * pad
-        wq += [j] * pad
-    fit = fit_windows(np.array(di), np.array(sc), np.array(wq), np.array([len(pools[q]) for q in qids]))
-    assert (fit.n_components == 1).all()
-    return {q: fit.theta[j, : len(pools[q])] for j, q in enumerate(qids)}
-
-
 def test_simulated_tournament_groups_peers_and_recovers_the_order():
     sizes = [60, 50, 8]
     rng = np.random.default_rng(11)
     truth = simulate.simulate_truth(rng, sizes, noise=0.7)
-    pools = {f"q{j}": _pool(n, f"q{j}-") for j, n in enumerate(sizes)}
+    pools = {f"q{j}": doc_pool(n, f"q{j}-") for j, n in enumerate(sizes)}
     qix = {q: j for j, q in enumerate(pools)}
     seen = {q: [] for q in pools}
     scores = {q: [] for q in pools}
@@ -419,17 +394,17 @@ def test_simulated_tournament_groups_peers_and_recovers_the_order():
 
     for q in pools:
         judge(q, S.tournament_round1(q, pools[q], seed=0, dataset="sim"), "round1")
-    theta = _fit(seen, scores, pools)
+    theta = fit_rounds(seen, scores, pools)
     for q in pools:
         judge(q, S.tournament_round2(q, pools[q], theta[q], seed=0, dataset="sim"), "round2")
     n_batches = max(len(S.schedule_counts(len(p)).round3_batches) for p in pools.values())
     for b in range(n_batches):
-        theta = _fit(seen, scores, pools)
+        theta = fit_rounds(seen, scores, pools)
         for q in pools:
             if b < len(S.schedule_counts(len(pools[q])).round3_batches):
                 co = S.co_occurrence(seen[q], pools[q])
                 judge(q, S.adaptive_batch(q, pools[q], theta[q], co, b), "round3")
-    theta = _fit(seen, scores, pools)
+    theta = fit_rounds(seen, scores, pools)
 
     for q, p in pools.items():
         assert len(seen[q]) <= S.schedule_counts(len(p)).tournament_calls
@@ -447,7 +422,7 @@ def test_the_schedule_of_a_seed_is_pinned_across_versions():
     and announced in the changelog."""
     import hashlib
 
-    docs = _pool(150)
+    docs = doc_pool(150)
     scores = np.random.default_rng(0).normal(size=150)
     lines = []
     for q in ("q1", "q2"):

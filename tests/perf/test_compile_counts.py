@@ -1,4 +1,4 @@
-"""Issue 14: host-side steps of the library run as a few compiled programs, not as storms of small ones.
+"""Host-side steps of the library run as a few compiled programs, not as storms of small ones.
 
 Run op by op, every JAX operation on a new shape compiles its own small XLA program (~40 ms each on a cold
 cache): SVI's guide set-up and ``Predictive`` once cost ~60 of them per data shape, and the randomisation
@@ -56,6 +56,7 @@ def _tiny(seed: int, q: int = 2, n: int = 5, c: int = 3) -> tuple[dict, dict]:
     return kw, init
 
 
+@pytest.mark.slow
 def test_svi_from_starting_values_is_one_program_and_reruns_compile_nothing():
     kw, init = _tiny(0)
     settings = dict(num_steps=30, num_samples=8, init_values=init)

@@ -1,4 +1,4 @@
-"""Any number of criteria (issue 17, part 4): the calibration recovers known item parameters of a K = 3 and a
+"""Any number of criteria: the calibration recovers known item parameters of a K = 3 and a
 K = 7 rubric on the simulator, and the Bayesian models take any K.
 
 The Bayesian recovery at K = 3 and 7 (NUTS, 20 queries x 40 documents) is in ``benchmarks/rubric_k.py``: its

@@ -1,4 +1,4 @@
-"""Custom rubrics from the CLI (issue 17, part 4): a K = 3 rubric file through judge -> fit -> doctor in this
+"""Custom rubrics from the CLI: a K = 3 rubric file through judge -> fit -> doctor in this
 process, and the refusals (another rubric into the same store or fit, a legacy identity, a bad file)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 def judged(tmp_path_factory) -> dict[str, Path]:
     """Three queries x 12 documents judged with the K = 3 rubric into a store (simulated judge).
 
-    The collection and its name are those of ``tests/reliability/_small_store.py``, so the tournament's fits
+    The collection and its name are those of ``tests/helpers/small_store.py``, so the tournament's fits
     have the shapes that tests' judge runs compile already (most of this test's cost is XLA compilation)."""
     folder = tmp_path_factory.mktemp("rubric_cli")
     queries, documents, latent = synthetic_dataset(3, 12, seed=1, doc_chars=60)

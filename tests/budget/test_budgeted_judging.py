@@ -1,4 +1,4 @@
-"""Budgeted judging (issue 18): the criterion's pieces, the loop's store behaviour (resume, continue, fixed
+"""Budgeted judging: the criterion's pieces, the loop's store behaviour (resume, continue, fixed
 protocol afterwards pays only the rest) and the CLI, on tiny simulated collections."""
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from rcp_jax.budget import (
     seed_windows,
 )
 from rcp_jax.budget.compare import oriented_calls, score_calls
-from rcp_jax.budget.gains import GainPosterior
 from rcp_jax.budget.simulated import simulated_benchmark
 from rcp_jax.errors import DataError
+from tests.helpers.toy_posterior import toy_posterior
 
 
 def test_resolve_budget_counts_and_fractions():
@@ -53,18 +53,6 @@ def test_seed_windows_are_the_fixed_schedules_own():
         assert rest[q] == S.rubric_balanced(q, docs, seed=3, dataset="x")[5:]
 
 
-def _toy_posterior(rng, q=3, n=12, draws=64) -> GainPosterior:
-    mask = np.ones((q, n), dtype=bool)
-    theta = rng.normal(0, 1.5, (q, n))
-    gain = 1 / (1 + np.exp(-theta))
-    noise = rng.normal(0, 0.03, (draws, q, n))
-    return GainPosterior(query_ids=[f"q{i}" for i in range(q)],
-                         doc_ids=np.array([[f"q{i}-{j}" for j in range(n)] for i in range(q)], dtype=object),
-                         mask=mask, theta=theta, se=np.full((q, n), 0.5), tau=np.ones(q), alpha=np.zeros(q),
-                         cov=np.tile(np.eye(2) * 0.01, (q, 1, 1)), gamma=np.ones(5), beta=np.zeros(5), gain=gain,
-                         slope=gain * (1 - gain), draws=(gain[None] + noise).astype(np.float32))
-
-
 def _toy_run(post, rng, systems=("a", "b", "c")):
     rows = []
     for i, q in enumerate(post.query_ids):
@@ -76,7 +64,7 @@ def _toy_run(post, rng, systems=("a", "b", "c")):
 
 def test_pair_gradients_match_finite_differences():
     rng = np.random.default_rng(0)
-    post = _toy_posterior(rng)
+    post = toy_posterior(rng)
     pools = {q: list(post.doc_ids[i]) for i, q in enumerate(post.query_ids)}
     weights = run_weights(_toy_run(post, rng), pools, post.query_ids, k=5)
     index = np.array([[0, 1], [2, 0]])
@@ -100,7 +88,7 @@ def test_pair_gradients_match_finite_differences():
 
 def test_decisions_follow_the_rule_and_reach():
     rng = np.random.default_rng(1)
-    post = _toy_posterior(rng, q=30, n=12)
+    post = toy_posterior(rng, q=30, n=12)
     pools = {q: list(post.doc_ids[i]) for i, q in enumerate(post.query_ids)}
     run = _toy_run(post, rng)
     run = pd.concat([run, run.loc[run["system"] == "a"].assign(system="a_copy")], ignore_index=True)
@@ -113,7 +101,7 @@ def test_decisions_follow_the_rule_and_reach():
 
 def test_plan_round_is_prefix_consistent_and_explores():
     rng = np.random.default_rng(2)
-    post = _toy_posterior(rng, q=3, n=30)
+    post = toy_posterior(rng, q=3, n=30)
     sens = np.zeros(post.mask.shape)
     sens[0, :5] = 1.0  # only five documents of q0 matter
     sens[1, 10:14] = 0.5

@@ -1,4 +1,4 @@
-"""Extending a judged pool with a new reranker (issue 17, part 2): anchors, the anchored BT fit, the refusals,
+"""Extending a judged pool with a new reranker: anchors, the anchored BT fit, the refusals,
 resume and the extension log, and one in-process CLI round trip (judge -> fit -> extend -> evaluate).
 
 The agreement with a full refit at a realistic size (20 queries x 150 documents) is measured by

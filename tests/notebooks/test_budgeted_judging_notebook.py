@@ -8,7 +8,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "budgeted_judging.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "budgeted_judging.ipynb"
 
 
 def test_notebook_is_stored_without_outputs():
@@ -18,6 +18,7 @@ def test_notebook_is_stored_without_outputs():
     assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
+@pytest.mark.slow
 def test_budgeted_notebook_runs_small(execute_notebook):
     nb = execute_notebook(NOTEBOOK, timeout=600)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]

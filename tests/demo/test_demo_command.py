@@ -19,7 +19,10 @@ import pytest
 
 from rcp_jax.cli import main
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+#: every test here runs the demo (a fresh console-script process, then the README's blocks on its report)
+pytestmark = pytest.mark.slow
 
 
 def console_script() -> str:

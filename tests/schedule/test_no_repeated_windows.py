@@ -1,4 +1,4 @@
-"""No schedule asks the same window twice: same query, same documents, same order (issue 30: 25 of 247
+"""No schedule asks the same window twice: same query, same documents, same order (once 25 of 247
 tournament calls of one run repeated an earlier prompt verbatim, e.g. ``round3_b1#0`` and ``round3_b5#0``).
 
 Reversed copies of round-1 and round-2 windows are intended: they are a different order."""
@@ -6,8 +6,6 @@ Reversed copies of round-1 and round-2 windows are intended: they are a differen
 from __future__ import annotations
 
 import collections
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,9 +16,8 @@ from rcp_jax.judging import SimulatedJudge
 from rcp_jax.judging.store.jsonl import read_judgements
 from rcp_jax.models import simulate
 from rcp_jax.pipeline import PipelineInput, judge_collection_sync
+from tests.helpers.tournaments import doc_pool, fit_rounds
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_schedule import _fit, _pool  # noqa: E402  (the simulated tournament's BT refit)
 
 # pools a first-stage fusion gives at depth 10-50, plus the small ones short queries leave
 SIZES = [4, 5, 6, 8, 10, 11, 12, 15, 20, 37, 50]
@@ -35,7 +32,7 @@ def _full_schedule(seed: int) -> dict[str, list]:
     """Rounds 1-3 with simulated answers and BT refits between batches, then both rubric halves."""
     rng = np.random.default_rng(seed)
     truth = simulate.simulate_truth(rng, SIZES, noise=0.7)
-    pools = {f"q{j}": _pool(n, f"q{j}-") for j, n in enumerate(SIZES)}
+    pools = {f"q{j}": doc_pool(n, f"q{j}-") for j, n in enumerate(SIZES)}
     qix = {q: j for j, q in enumerate(pools)}
     seen = {q: [] for q in pools}
     scores = {q: [] for q in pools}
@@ -47,11 +44,11 @@ def _full_schedule(seed: int) -> dict[str, list]:
 
     for q in pools:
         judge(q, S.tournament_round1(q, pools[q], seed=seed, dataset="sim"))
-    theta = _fit(seen, scores, pools)
+    theta = fit_rounds(seen, scores, pools)
     for q in pools:
         judge(q, S.tournament_round2(q, pools[q], theta[q], seed=seed, dataset="sim"))
     for b in range(max(len(S.schedule_counts(len(p)).round3_batches) for p in pools.values())):
-        theta = _fit(seen, scores, pools)
+        theta = fit_rounds(seen, scores, pools)
         for q in pools:
             if b < len(S.schedule_counts(len(pools[q])).round3_batches):
                 judge(q, S.adaptive_batch(q, pools[q], theta[q], S.co_occurrence(seen[q], pools[q]), b, asked=seen[q]))
@@ -81,7 +78,7 @@ def test_a_full_schedule_never_repeats_a_window(seed):
 
 
 def test_round3_takes_the_next_best_run_instead_of_a_repeat():
-    docs = _pool(30)
+    docs = doc_pool(30)
     theta = np.linspace(3, -3, 30)
     co = np.zeros((30, 30), dtype=int)
     first = S.adaptive_batch("q", docs, theta, co, 0)
@@ -96,7 +93,7 @@ def test_round3_takes_the_next_best_run_instead_of_a_repeat():
 
 
 def test_a_small_pool_asks_its_whole_pool_window_once():
-    docs = _pool(5)
+    docs = doc_pool(5)
     r1 = S.tournament_round1("q", docs, seed=0)
     r2 = S.tournament_round2("q", docs, np.arange(5.0), seed=0)
     r3 = S.adaptive_batch("q", docs, np.arange(5.0), S.co_occurrence(r1 + r2, docs), 0, asked=r1 + r2)
@@ -107,7 +104,7 @@ def test_a_small_pool_asks_its_whole_pool_window_once():
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_pools_with_fewer_orders_than_windows_get_fewer_windows(n):
-    docs = _pool(n)
+    docs = doc_pool(n)
     c = S.schedule_counts(n)
     r1 = S.tournament_round1("q", docs, seed=1)
     r2 = S.tournament_round2("q", docs, np.arange(float(n)), seed=1)
@@ -136,7 +133,7 @@ def test_the_pipeline_asks_no_window_twice(tmp_path):
 
 @pytest.mark.parametrize("n_new, n_anchors", [(1, 1), (1, 3), (2, 30), (3, 30), (4, 30), (30, 30)])
 def test_an_extension_never_repeats_a_window(n_new, n_anchors):
-    new, anchors = _pool(n_new, "n"), _pool(n_anchors, "a")
+    new, anchors = doc_pool(n_new, "n"), doc_pool(n_anchors, "a")
     tour = S.extension_tournament("q", new, anchors, phase="extend_x", seed=2, dataset="d")
     rubric = S.extension_rubric("q", new, phase="extend_x", seed=2, dataset="d")
     assert _repeats(tour) == [] and _repeats(rubric) == []

@@ -1,6 +1,7 @@
 """Runs ``rcp-jax`` verbs in one process, exactly as the console script does, with test hooks.
 
-Usage: ``python _driver.py SPEC.json``. The spec (JSON object) holds:
+Usage: ``python tests/helpers/crash_driver.py SPEC.json`` (the reliability tests run it as a subprocess).
+The spec (JSON object) holds:
 
 - ``commands``: a list of argv lists (``["judge", "--rows", ...]``), each run by ``rcp_jax.cli.main``;
   the process exits with the first non-zero code, else 0.
