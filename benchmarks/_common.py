@@ -1,4 +1,4 @@
-"""Shared helpers of the performance benchmarks (issue #7): simulated inputs, timing, machine facts, output.
+"""Shared helpers of the performance benchmarks: simulated inputs, timing, machine facts, output.
 
 Simulated collections come from :func:`rcp_jax.models.simulate.simulate_judgements` (150 documents per query, 216
 tournament windows of 10, ~6.7 rubric placements per document) in blocks of 1,000 queries, cached as

@@ -1,4 +1,4 @@
-"""The strongest plain CPU baselines for the public-API benchmark (issue 20), each reaching our optimum.
+"""The strongest plain CPU baselines for the public-API benchmark, each reaching our optimum.
 
 * :func:`numpy_newton_bt` - per-query Bradley-Terry by Newton in numpy float64: pair statistics by
   ``np.bincount``, the dense ``N x N`` Hessian, ``np.linalg.solve``, a halving line search when the loss

@@ -1,4 +1,4 @@
-"""Bradley-Terry MAP at scale: rcp-jax's batched fit vs a per-query scipy L-BFGS loop vs choix (issue #7).
+"""Bradley-Terry MAP at scale: rcp-jax's batched fit vs a per-query scipy L-BFGS loop vs choix.
 
 Every query has 150 documents and 216 windows of 10 (simulated judge, :mod:`benchmarks._common`).
 

@@ -1,4 +1,4 @@
-"""Budgeted judging against the fixed protocol and random windows, on the simulator (issue 18).
+"""Budgeted judging against the fixed protocol and random windows, on the simulator.
 
 Per seed, one simulated benchmark (:func:`rcp_jax.budget.simulated.simulated_benchmark`: 14 systems, 7
 pairs of twins identical in expectation, pools of 150) is judged, every answer through the judging layer

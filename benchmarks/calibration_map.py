@@ -1,4 +1,4 @@
-"""2PL calibration MAP at scale: rcp-jax vs scipy L-BFGS with an analytic numpy gradient (issue #7).
+"""2PL calibration MAP at scale: rcp-jax vs scipy L-BFGS with an analytic numpy gradient.
 
 Inputs: the benchmark collection (150 documents per query, ~6.7 rubric placements per document, 5
 criteria), BT scores from ``rcp_jax.models.bradley_terry.fit_windows`` (not timed), collapsed to binomial

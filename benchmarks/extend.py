@@ -1,4 +1,4 @@
-"""Extending a judged pool vs a full refit and a full re-judge, on the simulated judge (issue 17, part 2).
+"""Extending a judged pool vs a full refit and a full re-judge, on the simulated judge.
 
 Each query's pool of ``--pool`` documents is split: ``1 - --share`` is judged with the full schedule and
 calibrated; six simulated rerankers then rank the whole pool, and ``rcp_jax.extend`` judges the rest (the

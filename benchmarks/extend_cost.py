@@ -1,4 +1,4 @@
-"""What `extend` costs per new document, measured with the simulated judge (issue 30).
+"""What `extend` costs per new document, measured with the simulated judge.
 
 For each number ``n`` of new documents per query, a collection of ``--queries`` queries is judged with the
 full schedule on pools of ``--pool`` documents and calibrated; one system then ranks the pool plus ``n``

@@ -1,4 +1,4 @@
-"""Device check for issue #7: BT + 2PL refits at 1,000 and 10,000 queries and NUTS at 1,000 queries.
+"""Device check: BT + 2PL refits at 1,000 and 10,000 queries and NUTS at 1,000 queries.
 
 Run through ``benchmarks/gpu_scale.sh`` on a machine with an accelerator (the whole check is sized to
 finish in under 5 minutes on one GPU); ``--tiny`` is a dry run on CPU at toy sizes.

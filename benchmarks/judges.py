@@ -1,4 +1,4 @@
-"""Several judges, one calibration: recovery of known judge offsets on the simulator (issue 17, part 3).
+"""Several judges, one calibration: recovery of known judge offsets on the simulator.
 
 Part A (model level, many replicates): a collection with known latent relevance is judged by K simulated
 judges that share the criteria but differ in severity (an offset on every difficulty) and discrimination

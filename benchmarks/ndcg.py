@@ -1,4 +1,4 @@
-"""nDCG@10 of many systems: rcp-jax vs ranx and pytrec_eval (issue #7).
+"""nDCG@10 of many systems: rcp-jax vs ranx and pytrec_eval.
 
 14 systems x 1,000 queries x 150 scored documents (2.1 M run rows; continuous scores, no ties), one
 graded judgement per (query, document). Gains: the true RCP gain of each document's latent relevance

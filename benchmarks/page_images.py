@@ -1,4 +1,4 @@
-"""What judging a page-image corpus costs: ``rcp-jax judge --estimate`` on a 10-query corpus of page images (issue 19).
+"""What judging a page-image corpus costs: ``rcp-jax judge --estimate`` on a 10-query corpus of page images.
 
 The corpus is drawn by ``benchmarks/fixtures/page_corpus.py`` (text rendered to PNG with matplotlib): 10 queries x
 ``--docs`` documents, a third of them page + extracted text, a third page only, a third text only; pages of

@@ -1,4 +1,4 @@
-"""Any number of criteria: recovery of known items at K = 3 and K = 7 on the simulator (issue 17, part 4).
+"""Any number of criteria: recovery of known items at K = 3 and K = 7 on the simulator.
 
 For each K, a collection (``--queries`` x ``--docs``, 7 rubric placements per document) is simulated with known
 items (sum gamma = K, mean beta = 0) and exact BT scores, then fitted by the MAP calibration

@@ -1,4 +1,4 @@
-"""Rubric-only 2PL (marginal ML) at scale: rcp-jax vs girth, theta-irt and scipy (issue #7).
+"""Rubric-only 2PL (marginal ML) at scale: rcp-jax vs girth, theta-irt and scipy.
 
 Items are the (query, document) pairs of the benchmark collection (150 per query), answering 5 yes/no
 criteria. Two data sets per size:

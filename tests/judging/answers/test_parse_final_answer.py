@@ -1,4 +1,4 @@
-"""Parser, issue 14 section 3: the FINAL answer of a reply is parsed (a planted answer quoted in the
+"""Parser: the FINAL answer of a reply is parsed (a planted answer quoted in the
 reasoning neither replaces nor hides the real one); repeated planted answers are flagged on what they
 say, not on their free text; every failure has a short detail that can be quoted back to the judge."""
 
@@ -127,8 +127,8 @@ def test_echo_checks_the_answer_the_parser_uses():
 
 
 def test_page_documents_are_read_by_their_text():
-    """Corpus values of a page collection (rcp_jax.judging.prompts.pages.Document) are checked by their text (issue 30:
-    a TypeError crashed `doctor` on pages); a page image alone holds no answer."""
+    """Corpus values of a page collection (rcp_jax.judging.prompts.pages.Document) are checked by their text
+    (a TypeError crashed `doctor` on pages); a page image alone holds no answer."""
     from rcp_jax.judging.prompts.pages import Document, PageImage
 
     page = PageImage("data:image/png;base64,iVBORw0KGgo=")

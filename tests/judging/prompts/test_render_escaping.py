@@ -1,4 +1,4 @@
-"""Rendering, issue 14 section 3: lookalike and control characters cannot close or forge a block, nor
+"""Rendering: lookalike and control characters cannot close or forge a block, nor
 hide text; ordinary text (accents, CJK, math, emoji, RTL scripts) passes unchanged."""
 
 from __future__ import annotations

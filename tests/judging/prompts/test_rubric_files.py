@@ -1,4 +1,4 @@
-"""Rubric files (issue 17, part 4): the built-in rubric is one such file, a K = 3 file drives the prompt, the
+"""Rubric files: the built-in rubric is one such file, a K = 3 file drives the prompt, the
 schema, the parser and the judge family, and bad files are refused naming the file and the fix."""
 
 from __future__ import annotations

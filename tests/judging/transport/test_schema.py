@@ -1,4 +1,4 @@
-"""Structured-output schemas, issue 14 section 4: scores carry the prompt's range (and, in llama.cpp's
+"""Structured-output schemas: scores carry the prompt's range (and, in llama.cpp's
 form, a grid every grammar converter enforces), every window document is a required key, nothing
 else is allowed, rubric answers are 0/1; the forms are the ones OpenAI/vLLM and llama.cpp accept;
 whatever a schema accepts, the parser accepts too."""
