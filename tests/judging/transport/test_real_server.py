@@ -16,17 +16,12 @@ documents keeps each case to a few calls (about 30-90 s each on a busy two-core 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-_spec = importlib.util.spec_from_file_location("rcp_real_server_bench", ROOT / "benchmarks" / "real_server.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from benchmarks.fixtures import llama_server as bench
 
 pytestmark = pytest.mark.real_server
 
