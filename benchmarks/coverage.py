@@ -49,25 +49,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.fixtures.simulated_collections import collection_tables
+from rcp_jax.models import simulate
 
-from rcp_jax.models import simulate  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 OUT = ROOT / "benchmarks" / "out"
 NULL_PAIRS = ({"mid_a", "mid_b"}, {"weak_a", "weak_b"})
-
-
-def collection_tables(sim) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(window scores ``query_id, window_id, doc_id, score``, answers ``query_id, doc_id, C1..C5``)."""
-    rows = []
-    for w, (docs, scores, q) in enumerate(zip(sim.window_docs, sim.window_scores, sim.window_query)):
-        rows += [(f"q{q}", f"w{w}", f"q{q}-d{d}", float(s)) for d, s in zip(docs, scores) if d >= 0]
-    windows = pd.DataFrame(rows, columns=["query_id", "window_id", "doc_id", "score"])
-    k = sim.rubric_answers.shape[1]
-    answers = pd.DataFrame(sim.rubric_answers, columns=[f"C{i + 1}" for i in range(k)])
-    answers.insert(0, "doc_id", [f"q{q}-d{d}" for q, d in zip(sim.rubric_query, sim.rubric_doc)])
-    answers.insert(0, "query_id", [f"q{q}" for q in sim.rubric_query])
-    return windows, answers
 
 
 def systems_run(sim, bt: pd.DataFrame, seed: int) -> pd.DataFrame:

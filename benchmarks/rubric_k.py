@@ -19,23 +19,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-ITEMS = {
-    3: ([1.3, 1.0, 0.7], [-2.0, 0.3, 1.7]),
-    7: ([1.2, 0.9, 1.1, 1.0, 0.8, 1.1, 0.9], [-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0]),
-}
-
-
-def tables(sim) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(exact BT scores ``query_id, doc_id, theta``, answers ``query_id, doc_id, C1..CK``)."""
-    t = sim.truth
-    bt = pd.concat([pd.DataFrame({"query_id": f"q{j}", "doc_id": [f"q{j}-d{i}" for i in range(len(r))],
-                                  "theta": d * (r - r.mean())})
-                    for j, (r, d) in enumerate(zip(t.relevance, t.decisiveness))], ignore_index=True)
-    k = sim.rubric_answers.shape[1]
-    answers = pd.DataFrame(sim.rubric_answers, columns=[f"C{i + 1}" for i in range(k)])
-    answers.insert(0, "doc_id", [f"q{q}-d{d}" for q, d in zip(sim.rubric_query, sim.rubric_doc)])
-    answers.insert(0, "query_id", [f"q{q}" for q in sim.rubric_query])
-    return bt, answers
+from benchmarks.fixtures.simulated_collections import RUBRIC_ITEMS, answer_table, exact_bt_scores, known_items
 
 
 def main() -> None:
@@ -52,11 +36,10 @@ def main() -> None:
     from rcp_jax.bayes import posterior
 
     rows = []
-    for k, (g, b) in ITEMS.items():
-        gamma = np.asarray(g) * k / np.sum(g)
-        beta = np.asarray(b) - np.mean(b)
+    for k in RUBRIC_ITEMS:
+        gamma, beta = known_items(k)
         sim = simulate_judgements(args.seed, [args.docs] * args.queries, gamma=gamma, beta=beta, rubric_placements=7.0)
-        bt, answers = tables(sim)
+        bt, answers = exact_bt_scores(sim), answer_table(sim)
         t0 = time.process_time()
         cal = rcp_jax.calibrate(bt, answers)
         rows.append({"K": k, "fit": "MAP", "max |gamma err|": np.abs(cal.gamma - gamma).max(),

@@ -38,28 +38,36 @@ MODELS_MODULES = ["rcp_jax.models", "rcp_jax.models.bradley_terry", "rcp_jax.mod
 MODELS_FORBIDDEN = ("pandas", "litellm", "judging", "rcp_jax")
 
 
-@pytest.fixture(scope="module")
-def models_imports() -> dict[str, set[str]]:
-    """Top-level packages loaded after importing each ``models`` module, in one fresh interpreter that
-    imports them one after another (the named ones first, then every other module of the package).
+def _packages_after_each(names: list[str]) -> dict[str, set[str]]:
+    """The packages (:func:`_top_level`) loaded after importing each of ``names`` in turn, in one fresh
+    interpreter.
 
-    Every models module has the same forbidden packages, so this is the one-interpreter-per-module check:
-    the set after module k is the union of the import closures of modules 1..k, so it is free of a
-    package exactly when each of those modules alone is, and the first module whose set holds a forbidden
-    package is one that imports it."""
-    import pkgutil
-
-    import rcp_jax.models
-
-    found = {f"rcp_jax.models.{m.name}" for m in pkgutil.iter_modules(rcp_jax.models.__path__)}
-    order = MODELS_MODULES + sorted(found - set(MODELS_MODULES))
+    The set after module k is the union of the import closures of modules 1..k, so it is free of a package
+    exactly when each of those modules alone is, and the first module whose set holds a forbidden package is
+    one that imports it: one interpreter does the work of one per module."""
     code = ("import importlib, json, sys\nseen = {}\n"
-            f"for m in {order!r}:\n"
+            f"for m in {names!r}:\n"
             "    importlib.import_module(m)\n"
             "    seen[m] = sorted(sys.modules)\n"
             "print(json.dumps(seen))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return {m: _top_level(set(mods)) for m, mods in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+
+
+def _modules_of(package) -> list[str]:
+    """Every module of ``package``, its subpackages' modules included."""
+    import pkgutil
+
+    return [m.name for m in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")]
+
+
+@pytest.fixture(scope="module")
+def models_imports() -> dict[str, set[str]]:
+    """Packages loaded after importing each ``models`` module (the named ones first, then every other)."""
+    import rcp_jax.models
+
+    found = set(_modules_of(rcp_jax.models))
+    return _packages_after_each(MODELS_MODULES + sorted(found - set(MODELS_MODULES)))
 
 
 @pytest.mark.parametrize("module", MODELS_MODULES)
@@ -70,11 +78,9 @@ def test_models_imports_only_numeric_stack(module, models_imports):
 
 
 def test_every_models_module_is_covered(models_imports):
-    import pkgutil
-
     import rcp_jax.models
 
-    found = {f"rcp_jax.models.{m.name}" for m in pkgutil.iter_modules(rcp_jax.models.__path__)}
+    found = set(_modules_of(rcp_jax.models))
     extra = sorted(found - set(MODELS_MODULES))
     assert set(extra) <= set(models_imports)
     for module in extra:
@@ -84,24 +90,14 @@ def test_every_models_module_is_covered(models_imports):
 
 
 def test_judging_imports_no_jax_and_is_lazy_about_litellm():
-    # one fresh interpreter importing every judging module in turn: the set after module k is the union of
-    # the import closures of modules 1..k, so the first module whose set holds a forbidden package imports it
-    import pkgutil
-
     import rcp_jax.judging
 
-    names = ["rcp_jax.judging"] + [m.name for m in pkgutil.walk_packages(rcp_jax.judging.__path__, "rcp_jax.judging.")]
-    code = ("import importlib, json, sys\nseen = {}\n"
-            f"for m in {names!r}:\n"
-            "    importlib.import_module(m)\n"
-            "    seen[m] = sorted(sys.modules)\n"
-            "print(json.dumps(seen))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    names = ["rcp_jax.judging", *_modules_of(rcp_jax.judging)]
+    seen = _packages_after_each(names)
     assert len(seen) == len(names) > 10
     for module in names:
         # litellm and aiohttp load only when a judge actually runs
-        bad = _top_level(set(seen[module])) & {"jax", "jaxlib", "numpyro", "optax", "models", "rcp_jax", "litellm", "aiohttp"}
+        bad = seen[module] & {"jax", "jaxlib", "numpyro", "optax", "models", "rcp_jax", "litellm", "aiohttp"}
         assert not bad, f"after importing {module}: {sorted(bad)} are loaded"
 
 

@@ -15,39 +15,15 @@ from numpyro import handlers
 from numpyro.infer.util import log_density
 
 import rcp_jax
+from benchmarks.fixtures.simulated_collections import answer_table, exact_bt_scores, known_items
 from rcp_jax.models import bayes, irt
 from rcp_jax.models.simulate import simulate_judgements
 
-ITEMS = {
-    3: ([1.3, 1.0, 0.7], [-2.0, 0.3, 1.7]),
-    7: ([1.2, 0.9, 1.1, 1.0, 0.8, 1.1, 0.9], [-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0]),
-}
-
-
-def truth(k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Items on RCP's axis: sum(gamma) = K, mean(beta) = 0."""
-    gamma, beta = (np.asarray(v, dtype=np.float64) for v in ITEMS[k])
-    return gamma * k / gamma.sum(), beta - beta.mean()
-
-
-def tables(sim) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(exact BT scores ``query_id, doc_id, theta``, answers ``query_id, doc_id, C1..CK``)."""
-    t = sim.truth
-    bt = pd.concat([pd.DataFrame({"query_id": f"q{j}", "doc_id": [f"q{j}-d{i}" for i in range(len(r))],
-                                  "theta": d * (r - r.mean())})
-                    for j, (r, d) in enumerate(zip(t.relevance, t.decisiveness))], ignore_index=True)
-    k = sim.rubric_answers.shape[1]
-    answers = pd.DataFrame(sim.rubric_answers, columns=[f"C{i + 1}" for i in range(k)])
-    answers.insert(0, "doc_id", [f"q{q}-d{d}" for q, d in zip(sim.rubric_query, sim.rubric_doc)])
-    answers.insert(0, "query_id", [f"q{q}" for q in sim.rubric_query])
-    return bt, answers
-
-
 @pytest.mark.parametrize("k", [3, 7])
 def test_the_calibration_recovers_known_items_of_any_k(k):
-    gamma, beta = truth(k)
+    gamma, beta = known_items(k)
     sim = simulate_judgements(1, [30] * 16, gamma=gamma, beta=beta, rubric_placements=7.0)
-    bt, answers = tables(sim)
+    bt, answers = exact_bt_scores(sim), answer_table(sim)
     cal = rcp_jax.calibrate(bt, answers)
     assert cal.criteria == [f"C{i + 1}" for i in range(k)] and cal.gamma.shape == (k,)
     assert abs(cal.gamma.sum() - k) < 1e-6 and abs(cal.beta.mean()) < 1e-6
@@ -64,7 +40,7 @@ def test_the_bayesian_models_take_any_k():
     """Prior predictive shapes and the items' constraints at K = 7, and the posterior density of the frozen
     model higher at the true items than at the same items in reverse order (no sampling; one jit each)."""
     k = 7
-    gamma, beta = truth(k)
+    gamma, beta = known_items(k)
     sim = simulate_judgements(2, [12] * 4, gamma=gamma, beta=beta, rubric_placements=7.0)
     passes, trials = irt.collapse_placements(sim.rubric_query, sim.rubric_doc, sim.rubric_answers, 4, 12)
     t = sim.truth

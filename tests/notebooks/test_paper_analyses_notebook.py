@@ -1,4 +1,4 @@
-"""notebooks/paper_analyses.ipynb executes top to bottom (small size) and is stored without outputs."""
+"""notebooks/paper_analyses.ipynb executes top to bottom (small size)."""
 
 from __future__ import annotations
 
@@ -6,26 +6,16 @@ from pathlib import Path
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
+from tests.helpers.notebooks import printed_text
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "paper_analyses.ipynb"
-
-
-def test_notebook_is_stored_without_outputs():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbformat.validate(nb)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
 @pytest.mark.slow
 def test_paper_analyses_notebook_runs_on_the_demo(execute_notebook):
     nb = execute_notebook(NOTEBOOK, timeout=300)
 
-    text = "\n".join(
-        o.get("text", "") + o.get("data", {}).get("text/plain", "")
-        for c in nb.cells if c.cell_type == "code" for o in c.outputs
-    )
+    text = printed_text(nb)
     assert "10 queries" in text  # the small size was used
     assert "rcp_ndcg" in text and "2PL calibrated" in text
     assert "majority" in text and "always first     0/10" in text  # the position-biased control decides nothing
