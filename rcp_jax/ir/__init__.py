@@ -1,0 +1,13 @@
+"""rcp-jax in the IR toolchain: RCP-nDCG and Count-nDCG as ir_measures measures (needs ``rcp-jax[ir]``).
+
+Importing this package registers the measures with ir_measures::
+
+    from rcp_jax.ir import RCP_nDCG
+    import ir_measures
+    ir_measures.calc_aggregate([RCP_nDCG("runs/fit")@10, "nDCG@10"], qrels, run)
+    ir_measures.parse_measure("RCP_nDCG(calibration='runs/fit')@10")
+"""
+
+from rcp_jax.ir.measures import Count_nDCG, GainSource, RCP_nDCG, gain_source
+
+__all__ = ["RCP_nDCG", "Count_nDCG", "GainSource", "gain_source"]
