@@ -150,16 +150,7 @@ class _GainMeasure(Measure):
         gains = cal.gains() if self.GAIN == "rcp" else cal.count_gains()
         judged = set(gains["query_id"].astype(str))
         run = run.loc[:, ["query_id", "doc_id", "score"]].astype({"query_id": str, "doc_id": str})
-        asked = pd.unique(pd.concat([run["query_id"], qrels["query_id"].astype(str)]))
-        unjudged = [q for q in asked if q not in judged]
-        if unjudged and self.params.get("unjudged", "error") == "error":
-            shown = ", ".join(repr(q) for q in unjudged[:5]) + (f" and {len(unjudged) - 5} more" if len(unjudged) > 5 else "")
-            raise DataError(
-                f"{self!r}: {len(unjudged)} of the {len(asked)} queries of the run and qrels have no "
-                f"{'RCP' if self.GAIN == 'rcp' else 'Count'} gains in the calibration ({shown}); ir_measures would "
-                "count them as 0. Judge them, leave them out of the run and qrels, or pass unjudged='zero' to score "
-                "them 0 on purpose"
-            )
+        _refuse_unjudged(self, run, qrels, judged, f"{'RCP' if self.GAIN == 'rcp' else 'Count'} gains")
         cutoff = self.params.get("cutoff")
         scored = run.loc[run["query_id"].isin(judged)]
         if len(scored):
@@ -198,9 +189,113 @@ class _CountnDCG(_GainMeasure):
     SHORT_DESC = "nDCG with the share of rubric criteria met (rcp-jax)"
 
 
+#: Values of :data:`RCP_nDCG_Bayes`'s ``stat``: the posterior mean, sd, or an end of the equal-tailed interval.
+STATS = ("mean", "sd", "lo", "hi")
+_POSTERIORS: dict[tuple[str, float], object] = {}
+
+
+def posterior_source(posterior):
+    """A :class:`rcp_jax.Posterior`, or the one in the folder ``rcp-jax fit --method nuts|svi|laplace --out`` wrote
+    (its ``posterior/`` subfolder; loaded once per process, again when it changes), as a :class:`GainSource`."""
+    from rcp_jax.bayes.posterior import Posterior, load_posterior
+
+    if isinstance(posterior, GainSource):
+        return posterior
+    if isinstance(posterior, Posterior):
+        return GainSource(posterior, f"post#{hashlib.sha256(posterior.gain_draws.tobytes()).hexdigest()[:8]}")
+    if isinstance(posterior, (str, Path)):
+        path = Path(posterior)
+        folder = path if (path / "posterior.json").is_file() else path / "posterior"
+        if not (folder / "posterior.json").is_file():
+            raise DataError(f"posterior {path}: neither {path / 'posterior.json'} nor {folder / 'posterior.json'} exists; "
+                            "fit one with `rcp-jax fit --method nuts|svi|laplace --out DIR` and pass DIR")
+        key = (str(folder.resolve()), (folder / "posterior.json").stat().st_mtime)
+        if key not in _POSTERIORS:
+            _POSTERIORS[key] = GainSource(load_posterior(folder), repr(str(posterior)))
+        return _POSTERIORS[key]
+    raise DataError(f"RCP_nDCG_Bayes needs an rcp_jax.Posterior or the folder `rcp-jax fit --method ...` wrote, "
+                    f"got {type(posterior).__name__}")
+
+
+class _RCPnDCGBayes(Measure):
+    """RCP-nDCG under the full posterior of the gains: per query, the posterior mean (or sd, or an end of the
+    ``ci`` equal-tailed interval) of nDCG@cutoff, as ``rcp-jax evaluate --posterior`` computes it."""
+
+    NAME = "RCP_nDCG_Bayes"
+    __name__ = "RCP_nDCG_Bayes"
+    PRETTY_NAME = "RCP-nDCG (posterior)"
+    SHORT_DESC = "posterior mean or interval end of RCP-nDCG per query (rcp-jax)"
+    SUPPORTED_PARAMS = {
+        "cutoff": ParamInfo(dtype=int, required=False, desc="ranking cutoff (default: the whole ranking)"),
+        "posterior": ParamInfo(required=False, desc="an rcp_jax.Posterior or the folder `rcp-jax fit --method` wrote"),
+        "stat": ParamInfo(dtype=str, required=False, choices=STATS, default="mean",
+                          desc="mean, sd, lo or hi of each query's posterior RCP-nDCG"),
+        "ci": ParamInfo(dtype=float, required=False, default=0.9, desc="probability of the interval of lo / hi"),
+        "protocol": ParamInfo(dtype=str, required=False, default="plain", desc="an rcp_jax.PROTOCOLS name"),
+        "unjudged": ParamInfo(dtype=str, required=False, choices=UNJUDGED, default="error",
+                              desc="a query of the run or qrels without gains: error (default) or zero"),
+    }
+
+    def __call__(self, posterior=None, **params):
+        """``RCP_nDCG_Bayes("runs/fit", stat="lo")@10``: a new measure."""
+        if posterior is not None or isinstance(params.get("posterior"), (str, Path)):
+            params["posterior"] = posterior_source(posterior if posterior is not None else params["posterior"])
+        return super().__call__(**params)
+
+    def validate_params(self) -> None:
+        if isinstance(self.params.get("posterior"), (str, Path)):
+            self.params["posterior"] = posterior_source(self.params["posterior"])
+        if self.params.get("stat", "mean") not in STATS:
+            raise DataError(f"{self.NAME}: stat={self.params['stat']!r}; choose one of {', '.join(STATS)}")
+        super().validate_params()
+
+    def runtime_impl(self, qrels: pd.DataFrame, run: pd.DataFrame):
+        """One :class:`ir_measures.Metric` per query of the run: the chosen statistic of its posterior RCP-nDCG."""
+        import warnings
+
+        from rcp_jax.bayes.posterior_ndcg import posterior_metrics
+
+        source = self.params.get("posterior")
+        if source is None:
+            raise DataError(f"{self.NAME} needs a posterior: {self.NAME}('runs/fit')@10, the folder "
+                            "`rcp-jax fit --method nuts|svi|laplace --out` wrote, or an rcp_jax.Posterior")
+        post = source.calibration
+        judged = {str(q) for q in post.inputs.query_ids}
+        run = run.loc[:, ["query_id", "doc_id", "score"]].astype({"query_id": str, "doc_id": str})
+        _refuse_unjudged(self, run, qrels, judged, "posterior gains")
+        scored = run.loc[run["query_id"].isin(judged)]
+        if len(scored):
+            cutoff = self.params.get("cutoff")
+            k = cutoff if cutoff is not None else int(max(scored.groupby("query_id").size().max(), post.inputs.mask.sum(1).max()))
+            with warnings.catch_warnings():  # the system means' notes concern a table this measure does not report
+                warnings.simplefilter("ignore")
+                table = posterior_metrics(scored.assign(system="run"), post, k=k, protocol=self.params.get("protocol", "plain"),
+                                          ci_prob=self.params.get("ci", 0.9), n_bootstrap=1).per_query
+            stat = self.params.get("stat", "mean")
+            for qid, value in zip(table["query_id"], table[stat]):
+                yield ir_measures.Metric(str(qid), self, 0.0 if np.isnan(value) else float(value))
+        for qid in pd.unique(run["query_id"]):
+            if qid not in judged:
+                yield ir_measures.Metric(qid, self, 0.0)
+
+
+def _refuse_unjudged(measure, run: pd.DataFrame, qrels: pd.DataFrame, judged: set, what: str) -> None:
+    """A DataError naming the queries of ``run`` and ``qrels`` outside ``judged``, unless ``unjudged="zero"``."""
+    asked = pd.unique(pd.concat([run["query_id"], qrels["query_id"].astype(str)]))
+    unjudged = [q for q in asked if q not in judged]
+    if unjudged and measure.params.get("unjudged", "error") == "error":
+        shown = ", ".join(repr(q) for q in unjudged[:5]) + (f" and {len(unjudged) - 5} more" if len(unjudged) > 5 else "")
+        raise DataError(
+            f"{measure!r}: {len(unjudged)} of the {len(asked)} queries of the run and qrels have no {what} in the "
+            f"calibration ({shown}); ir_measures would count them as 0. Judge them, leave them out of the run and "
+            "qrels, or pass unjudged='zero' to score them 0 on purpose"
+        )
+
+
 RCP_nDCG = _RCPnDCG()
 Count_nDCG = _CountnDCG()
+RCP_nDCG_Bayes = _RCPnDCGBayes()
 
-for _measure in (RCP_nDCG, Count_nDCG):
+for _measure in (RCP_nDCG, Count_nDCG, RCP_nDCG_Bayes):
     if _measure.NAME not in ir_measures.measures.registry:
         ir_measures.measures.register(_measure)

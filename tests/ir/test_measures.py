@@ -173,11 +173,18 @@ def assert_measures_equal_evaluate(capsys, calibration: Path, runs: list[Path], 
     return result, run
 
 
+@pytest.fixture(scope="module")
+def demo_report(tmp_path_factory) -> Path:
+    """The folder `rcp-jax demo --out` writes (calibration/, runs.tsv, qrels.tsv, store/)."""
+    out = tmp_path_factory.mktemp("ir") / "demo"
+    assert main(["demo", "--out", str(out), "--no-plots", "--json", "--quiet"]) == 0
+    return out
+
+
 @pytest.mark.slow
-def test_demo_measure_equals_evaluate_and_runs_in_a_pyterrier_experiment(capsys, tmp_path):
+def test_demo_measure_equals_evaluate_and_runs_in_a_pyterrier_experiment(capsys, tmp_path, demo_report):
     pt = pytest.importorskip("pyterrier", reason='needs the ir extra: pip install "rcp-jax[ir]"')
-    out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--no-plots", "--json"]) == 0
+    out = demo_report
     capsys.readouterr()
     board, run = assert_measures_equal_evaluate(capsys, out, [out / "runs.tsv"], out / "qrels.tsv", tmp_path / "eval")
     board = board["systems"]  # every system ranks every demo query: the leaderboard is the per-system mean
@@ -200,6 +207,28 @@ def test_demo_measure_equals_evaluate_and_runs_in_a_pyterrier_experiment(capsys,
     assert p_values.iloc[1:].min() < 0.05  # the random system is separated from bm25
     assert table["ndcg_cut_10"].between(0, 1).all()
     assert not pt.java.started()
+
+
+@pytest.mark.slow
+def test_posterior_measure_gives_each_querys_posterior_mean_and_interval(capsys, tmp_path, demo_report):
+    from rcp_jax.ir import RCP_nDCG_Bayes
+
+    fit = tmp_path / "fit"
+    assert main(["fit", "--store", str(demo_report / "store"), "--out", str(fit), "--method", "laplace", "--no-plots"]) == 0
+    capsys.readouterr()
+    run = rcp_jax.read_run(demo_report / "runs.tsv")
+    run = run.loc[run["system"] == "bm25", ["query_id", "doc_id", "score"]]
+    qrels = qrels_of(sorted(run["query_id"].unique()))
+    expected = rcp_jax.posterior_metrics(run.assign(system="bm25"), rcp_jax.load_posterior(fit / "posterior"), k=10,
+                                         ci_prob=0.8).per_query.set_index("query_id")
+    for stat in ("mean", "sd", "lo", "hi"):
+        got = per_query_values(RCP_nDCG_Bayes(fit, stat=stat, ci=0.8) @ 10, qrels, run)
+        assert got == pytest.approx(expected[stat].to_dict(), abs=1e-12), stat
+    lo, hi = (per_query_values(RCP_nDCG_Bayes(fit, stat=s, ci=0.8) @ 10, qrels, run) for s in ("lo", "hi"))
+    assert all(lo[q] < hi[q] for q in lo)
+    assert ir_measures.parse_measure(f"RCP_nDCG_Bayes(posterior='{fit}', stat='lo')@10") == RCP_nDCG_Bayes(fit, stat="lo") @ 10
+    with pytest.raises(DataError, match="rcp-jax fit --method"):
+        RCP_nDCG_Bayes(demo_report)  # the demo's folder holds a calibration, no posterior
 
 
 @pytest.mark.slow
