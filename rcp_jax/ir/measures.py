@@ -58,12 +58,9 @@ class GainSource:
         return hash(self.label)
 
 
-_LOADED: dict[tuple[str, float], GainSource] = {}
-
-
 def gain_source(calibration) -> GainSource:
     """A :class:`GainSource` of a Calibration, of a folder ``rcp-jax fit --out`` wrote (or its ``calibration/``
-    subfolder), or the source itself. A folder is loaded once per process (again when its files change)."""
+    subfolder), or the source itself. A folder is read here, once per measure built from it."""
     from rcp_jax.calibration import Calibration, load_calibration
 
     if isinstance(calibration, GainSource):
@@ -72,10 +69,7 @@ def gain_source(calibration) -> GainSource:
         return GainSource(calibration, f"cal#{_digest(calibration)}")
     if isinstance(calibration, (str, Path)):
         folder = _calibration_folder(Path(calibration))
-        key = (str(folder.resolve()), (folder / "items.json").stat().st_mtime)
-        if key not in _LOADED:
-            _LOADED[key] = GainSource(load_calibration(folder), repr(str(calibration)))
-        return _LOADED[key]
+        return GainSource(load_calibration(folder), repr(str(calibration)))
     raise DataError(
         f"a calibration for RCP_nDCG / Count_nDCG must be an rcp_jax.Calibration or the folder `rcp-jax fit --out` "
         f"wrote, got {type(calibration).__name__}"
@@ -191,12 +185,11 @@ class _CountnDCG(_GainMeasure):
 
 #: Values of :data:`RCP_nDCG_Bayes`'s ``stat``: the posterior mean, sd, or an end of the equal-tailed interval.
 STATS = ("mean", "sd", "lo", "hi")
-_POSTERIORS: dict[tuple[str, float], object] = {}
 
 
 def posterior_source(posterior):
     """A :class:`rcp_jax.Posterior`, or the one in the folder ``rcp-jax fit --method nuts|svi|laplace --out`` wrote
-    (its ``posterior/`` subfolder; loaded once per process, again when it changes), as a :class:`GainSource`."""
+    (its ``posterior/`` subfolder, read here), as a :class:`GainSource`."""
     from rcp_jax.bayes.posterior import Posterior, load_posterior
 
     if isinstance(posterior, GainSource):
@@ -209,10 +202,7 @@ def posterior_source(posterior):
         if not (folder / "posterior.json").is_file():
             raise DataError(f"posterior {path}: neither {path / 'posterior.json'} nor {folder / 'posterior.json'} exists; "
                             "fit one with `rcp-jax fit --method nuts|svi|laplace --out DIR` and pass DIR")
-        key = (str(folder.resolve()), (folder / "posterior.json").stat().st_mtime)
-        if key not in _POSTERIORS:
-            _POSTERIORS[key] = GainSource(load_posterior(folder), repr(str(posterior)))
-        return _POSTERIORS[key]
+        return GainSource(load_posterior(folder), repr(str(posterior)))
     raise DataError(f"RCP_nDCG_Bayes needs an rcp_jax.Posterior or the folder `rcp-jax fit --method ...` wrote, "
                     f"got {type(posterior).__name__}")
 

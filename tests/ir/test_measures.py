@@ -66,6 +66,14 @@ def test_values_equal_evaluate_at_every_cutoff_and_whole_ranking():
         RCP_nDCG(cal) @ 3] == pytest.approx(1.0)
 
 
+def test_an_unlabelled_collection_passes_no_qrels():
+    # ir_measures wants qrels, but RCP-nDCG reads only their query ids: with none, the run's queries count
+    cal, run = small_calibration(), small_run()
+    table = rcp_jax.evaluate(run.assign(system="s"), cal, k=3)
+    assert ir_measures.calc_aggregate([RCP_nDCG(cal) @ 3], [], run)[RCP_nDCG(cal) @ 3] == pytest.approx(
+        table["rcp_ndcg"].mean(), abs=1e-15)
+
+
 def test_the_measure_cuts_ties_as_the_protocol_says_not_by_row_order():
     # four documents tied at the cut: plain (group_mean) averages their gains, so the row order cannot matter
     cal = small_calibration()
@@ -176,7 +184,7 @@ def assert_measures_equal_evaluate(capsys, calibration: Path, runs: list[Path], 
 @pytest.fixture(scope="module")
 def demo_report(tmp_path_factory) -> Path:
     """The folder `rcp-jax demo --out` writes (calibration/, runs.tsv, qrels.tsv, store/)."""
-    out = tmp_path_factory.mktemp("ir") / "demo"
+    out = tmp_path_factory.mktemp("ir") / "rcp_runs" / "demo"  # the README's relative path, from its parent's parent
     assert main(["demo", "--out", str(out), "--no-plots", "--json", "--quiet"]) == 0
     return out
 
@@ -207,6 +215,19 @@ def test_demo_measure_equals_evaluate_and_runs_in_a_pyterrier_experiment(capsys,
     assert p_values.iloc[1:].min() < 0.05  # the random system is separated from bm25
     assert table["ndcg_cut_10"].between(0, 1).all()
     assert not pt.java.started()
+
+
+@pytest.mark.slow
+def test_the_readme_block_runs_on_the_demo_report(demo_report, monkeypatch, capsys):
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## In PyTerrier, ir_measures and trec_eval", 1)[1]
+    block = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
+    monkeypatch.chdir(demo_report.parent.parent)
+    exec(compile(block, "README.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "RCP_nDCG(calibration='rcp_runs/demo')@10" in printed and "ndcg_cut_10 p-value corrected" in printed
 
 
 @pytest.mark.slow
