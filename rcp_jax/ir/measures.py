@@ -6,8 +6,8 @@ measures run through ir_measures' runtime provider: ir_measures hands each run (
 and the qrels to :meth:`_GainMeasure.runtime_impl`, which scores it with :func:`rcp_jax.evaluate`, so a value
 equals ``rcp-jax evaluate``'s to the last bit (same gains, tie rule and protocol).
 
-A measure holds its gains: a :class:`rcp_jax.Calibration`, or the folder ``rcp-jax fit --out`` wrote (loaded
-once per process). The qrels ir_measures passes only say which queries count: ir_measures scores every query of
+A measure holds its gains: a :class:`rcp_jax.Calibration`, or the folder ``rcp-jax fit --out`` wrote (read when the
+measure is built). The qrels ir_measures passes only say which queries count: ir_measures scores every query of
 the run and of the qrels, and gives a query the run lacks the value 0. A query the calibration never judged
 therefore raises a :class:`~rcp_jax.errors.DataError` naming it (otherwise it would enter the mean as 0.0):
 ``unjudged="zero"`` scores such queries 0, ir_measures' own convention for a query without results.
