@@ -260,7 +260,7 @@ def _joined(pairs: pd.DataFrame, reference: str, other: str) -> pd.DataFrame:
     key = ["dataset", "system_a", "system_b"]
     ref = pairs[pairs.metric == reference].set_index(key)[["separated"]]
     oth = pairs[pairs.metric == other].set_index(key)[["separated"]]
-    return ref.join(oth, how="inner", lsuffix="_ref", rsuffix="_oth")
+    return pd.merge(ref, oth, left_index=True, right_index=True, how="inner", suffixes=("_ref", "_oth"))
 
 
 def _share(k, n) -> float:
