@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
+from rcp_jax.cli._paths import folder
 from rcp_jax.errors import DataError
 
 NAME = "meta-evaluate"
@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="paired test over queries that decides 'separated' (default t, the paper's)")
     parser.add_argument("--correction", choices=("none", "holm", "bonferroni"), default="none",
                         help="multiplicity correction within each metric's family of pairs (default none, as the paper)")
-    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+    parser.add_argument("--out", type=folder, default=None, metavar="DIR",
                         help="also write meta_evaluation.csv, system_means.csv and meta_evaluation.png (the system "
                              "means, RCP-nDCG against qrel-nDCG) to this folder (default: none)")
 
