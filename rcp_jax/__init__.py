@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "expected_calibration_error": "stats", "brier_score": "stats",
     "calibration_report": "stats", "local_dependence": "stats", "item_transfer": "stats",
     "tau_spread": "stats",
+    "meta_evaluate": "stats", "MetaEvaluation": "stats", "tau_ap": "stats",
     "ListComparison": "list_compare", "compare_ideal_lists": "list_compare",
     "compare_ideal_lists_sync": "list_compare", "ideal_lists": "list_compare",
     # Bayesian
@@ -105,6 +106,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from rcp_jax.schedule import ScheduleConfig, schedule_counts
     from rcp_jax.stats import (
         Comparison,
+        MetaEvaluation,
         brier_score,
         calibration_report,
         compare_systems,
@@ -112,8 +114,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         gain_rank_correlation,
         item_transfer,
         local_dependence,
+        meta_evaluate,
         robustness,
         sensitivity_report,
+        tau_ap,
         tau_spread,
         undistinguishable_queries,
         undistinguishable_summary,

@@ -1,7 +1,7 @@
 """Figures (matplotlib, headless): the report figures the commands write, Bayesian and diagnostic plots.
 
 - :mod:`rcp_jax.plots.report`: item curves, per-query calibration, leaderboard with intervals, nDCG
-  spread, and the sets ``rcp-jax fit`` / ``evaluate`` / ``demo`` write.
+  spread, the meta-evaluation scatter (system means, a metric vs qrel-nDCG), and the sets ``rcp-jax fit`` / ``evaluate`` / ``demo`` write.
 - :mod:`rcp_jax.plots.bayes`: the pairwise posterior forest and item curves with posterior bands.
 - :mod:`rcp_jax.plots.diagnostics`: the reliability diagram of predicted rubric answers.
 
@@ -15,6 +15,7 @@ from rcp_jax.plots.report import (
     bootstrap_leaderboard,
     item_curves,
     leaderboard_bars,
+    meta_evaluation_scatter,
     ndcg_distribution,
     query_calibration,
     write_calibration_plots,
@@ -28,6 +29,7 @@ __all__ = [
     "query_calibration",
     "bootstrap_leaderboard",
     "leaderboard_bars",
+    "meta_evaluation_scatter",
     "ndcg_distribution",
     "write_calibration_plots",
     "write_evaluation_plots",

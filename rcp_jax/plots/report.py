@@ -277,3 +277,31 @@ def write_report_plots(result, folder, *, k: int | None = None) -> dict[str, Pat
     if result.per_query is not None:
         out.update(write_evaluation_plots(result.per_query, result.leaderboard, folder, k=k))
     return out
+
+
+def meta_evaluation_scatter(means: pd.DataFrame, summary: pd.DataFrame, path, *,
+                            reference: str = "qrel_ndcg", metric: str = "rcp_ndcg") -> Path:
+    """Scatter of the system means, ``metric`` (y) against ``reference`` (x), one labelled point per system,
+    the diagonal dashed; the title carries Kendall's tau and tau_AP of ``summary`` (a
+    :attr:`rcp_jax.stats.MetaEvaluation.summary`). ``means`` has columns ``system, <reference>, <metric>``.
+    """
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.6, 5.2))
+    x = means[reference].to_numpy(dtype=np.float64)
+    y = means[metric].to_numpy(dtype=np.float64)
+    ax.scatter(x, y, color="tab:blue", zorder=3)
+    for sx, sy, name in zip(x, y, means["system"]):
+        ax.annotate(str(name), (sx, sy), textcoords="offset points", xytext=(4, 3), fontsize=8)
+    ax.plot([0, 1], [0, 1], ls="--", lw=0.8, color="grey", zorder=1)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel(f"mean {METRIC_LABELS.get(reference, reference)}")
+    ax.set_ylabel(f"mean {METRIC_LABELS.get(metric, metric)}")
+    row = summary.loc[summary["metric"] == metric]
+    if len(row):
+        r = row.iloc[0]
+        fmt = lambda v: "n/a" if not np.isfinite(v) else f"{v:.3f}"  # noqa: E731
+        ax.set_title(f"{len(means)} systems, {int(r['n_queries'])} queries: Kendall's tau {fmt(r['kendall_tau'])}, "
+                     f"tau_AP {fmt(r['tau_ap'])}", fontsize=10)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)

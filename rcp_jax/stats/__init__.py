@@ -17,7 +17,8 @@ Where things live: the per-query table itself (columns, pairing of queries) in :
 here, the array-level paired tests in :mod:`rcp_jax.stats.paired`, the pairwise comparison in
 :mod:`rcp_jax.stats.system_pairs`, its result and reports in :mod:`rcp_jax.stats.comparison`, Markdown and
 LaTeX tables in :mod:`rcp_jax.stats.tables`, robustness to the rubric or judge in
-:mod:`rcp_jax.stats.variant_agreement`, and the diagnostics of a calibration (undistinguishable queries,
+:mod:`rcp_jax.stats.variant_agreement`, whether a metric ranks systems as qrel-nDCG does (Kendall's tau,
+tau_AP, agreement on significant pairs) in :mod:`rcp_jax.stats.meta_evaluation`, and the diagnostics of a calibration (undistinguishable queries,
 ECE, local dependence, tau spread, item transfer) in :mod:`rcp_jax.stats.diagnostics`.
 """
 
@@ -34,6 +35,7 @@ from rcp_jax.stats.diagnostics import (
     undistinguishable_queries,
     undistinguishable_summary,
 )
+from rcp_jax.stats.meta_evaluation import MetaEvaluation, meta_evaluate, tau_ap
 from rcp_jax.stats.paired import (
     CORRECTIONS,
     adjust_pvalues,
@@ -58,6 +60,10 @@ __all__ = [
     "format_table",
     "robustness",
     "gain_rank_correlation",
+    # ranking systems as the human labels do
+    "meta_evaluate",
+    "MetaEvaluation",
+    "tau_ap",
     # paired tests on arrays of differences
     "CORRECTIONS",
     "paired_t_test",

@@ -52,6 +52,7 @@ def folder_cases(tmp: Path, rows: Path) -> list[tuple[str, list[str]]]:
         ("--out", ["compare-lists", "--out", "{F}"]),
         ("--fit", ["diagnose", "--fit", "{F}"]),
         ("--out", ["diagnose", "--fit", str(tmp / "f"), "--out", "{F}"]),
+        ("--out", ["meta-evaluate", "--per-query", str(rows), "--out", "{F}"]),
     ]
 
 
