@@ -46,6 +46,10 @@ PROTOCOLS: dict[str, Protocol] = {
     "trecdl": Protocol("trecdl", "input_order", pool_only=True),
     "vidore": Protocol("vidore", "group_mean", pool_only=True),
     "mteb": Protocol("mteb", "group_mean", pool_only=True),
+    # trec_eval / pytrec_eval's ndcg_cut: score descending, then docno descending (trec_eval compares docnos
+    # with strcmp, i.e. by UTF-8 bytes, which orders like Python's code-point comparison of str), every
+    # ranked document counts (no pool restriction; unjudged = grade 0), no rounding
+    "trec_eval": Protocol("trec_eval", "doc_id_desc", pool_only=False),
 }
 
 
