@@ -214,8 +214,10 @@ def run(args) -> int:
         payload["cutoffs"] = ks
     if measures:
         payload["measures"] = [str(m) for m in measures]
-    labels = {c: f"{name}@{args.k}" for c, name in
-              (("qrel_ndcg", "qrel-nDCG"), ("count_ndcg", "Count-nDCG"), ("rcp_ndcg", "RCP-nDCG"))} if len(ks) > 1 else None
+    titles = {"qrel_ndcg": "qrel-nDCG", "count_ndcg": "Count-nDCG", "rcp_ndcg": "RCP-nDCG"}
+    labels = {f"{c}@{k}": f"{name}@{k}" for c, name in titles.items() for k in ks[1:]}
+    if len(ks) > 1:
+        labels.update({c: f"{name}@{args.k}" for c, name in titles.items()})
     at = "nDCG@" + ", @".join(map(str, ks))
     text = [f"{at} ({args.protocol} protocol) of {n_systems} system{'s' if n_systems != 1 else ''} over "
             f"{coverage['queries']} quer{'y' if coverage['queries'] == 1 else 'ies'}",
@@ -288,7 +290,7 @@ def _per_query_at_cutoffs(runs, cal, qrels, ks: list[int], args, pools):
 
     first = at(ks[0])
     attrs = dict(first.attrs)
-    metrics = [c for c in ("rcp_ndcg", "count_ndcg", "qrel_ndcg") if c in first.columns]
+    metrics = [c for c in ("qrel_ndcg", "count_ndcg", "rcp_ndcg") if c in first.columns]  # the board's order
     for k in ks[1:]:
         other = at(k)
         assert other[["system", "query_id"]].equals(first[["system", "query_id"]])  # one run: the same rows
