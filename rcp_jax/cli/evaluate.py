@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="qrels for qrel-nDCG (TREC or BEIR TSV); qrels for some queries give qrel-nDCG on those only, "
                         "said so (default: none, an unlabelled collection: no qrel-nDCG column)")
     p.add_argument("--pools", type=Path, default=None, help="judged pools (pool restriction and input_order ties)")
-    p.add_argument("--k", type=cutoffs, default=[10],
+    p.add_argument("--k", type=cutoffs, default="10",
                    help="nDCG cut-off(s), e.g. 10 or 5,10,20 (default 10); the first one's columns keep their names "
                         "(rcp_ndcg, count_ndcg, qrel_ndcg: what `rcp-jax compare` reads), each other cut-off K adds "
                         "rcp_ndcg@K, count_ndcg@K, qrel_ndcg@K to per_query.csv and the leaderboard")
