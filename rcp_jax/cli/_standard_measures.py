@@ -6,6 +6,7 @@ is ranked (no pool restriction), ties go by score then doc id descending, grades
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 from rcp_jax.errors import DataError
@@ -39,7 +40,9 @@ def parse_measures(text: str) -> list:
         if not name:
             continue
         try:
-            measure = ir_measures.parse_measure(name)
+            with warnings.catch_warnings():  # ir_measures 0.4 parses with ast.Num (deprecated since Python 3.12)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                measure = ir_measures.parse_measure(name)
         except Exception as err:  # ir_measures raises NameError, ValueError or SyntaxError by case
             raise DataError(f"--measures: {name!r} is not an ir_measures measure ({err}); write them as "
                             f"ir_measures does, e.g. {DEFAULT_MEASURES}") from None
@@ -88,8 +91,10 @@ def measure_table(run: pd.DataFrame, qrels: pd.DataFrame, measures: list) -> pd.
         r = pd.DataFrame({"query_id": part["query_id"].astype(str), "doc_id": part["doc_id"].astype(str),
                           "score": part["score"].astype(np.float64)})
         values: dict[str, dict[str, float]] = {}
-        for metric in ir_measures.iter_calc(measures, q, r):
-            values.setdefault(str(metric.query_id), {})[str(metric.measure)] = float(metric.value)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            for metric in ir_measures.iter_calc(measures, q, r):
+                values.setdefault(str(metric.query_id), {})[str(metric.measure)] = float(metric.value)
         for query_id in pd.unique(r["query_id"]):
             got = values.get(query_id, {})
             rows.append({"system": str(system), "query_id": query_id, **{n: got.get(n, np.nan) for n in names}})

@@ -197,7 +197,7 @@ def run(args) -> int:
         if "qrel_ndcg" not in per_query.columns:  # left out at the first cut-off: at every cut-off
             per_query = per_query.drop(columns=[c for c in per_query.columns if c.startswith("qrel_ndcg@")])
         if measures:
-            per_query = _with_measures(per_query, runs, qrels, measures)
+            per_query = _with_measures(per_query, runs, qrels, measures, coverage["lines"])
         board = leaderboard(per_query, _metric_order(per_query))
     notes = sorted({str(w.message) for w in caught}) + ([measure_note] if measure_note else [])
     extensions = cal.info.get("extensions") or []
@@ -299,13 +299,19 @@ def _per_query_at_cutoffs(runs, cal, qrels, ks: list[int], args, pools):
     return first
 
 
-def _with_measures(per_query, runs, qrels, measures):
-    """The per-query table with one column per ir_measures measure (NaN where the query has no qrels)."""
+def _with_measures(per_query, runs, qrels, measures, lines: list[str]):
+    """The per-query table with one column per ir_measures measure (NaN where the query has no qrels); a
+    measure no query has for every system is left out, with a line in ``lines`` saying so."""
     from rcp_jax.cli._standard_measures import measure_table
 
     table = measure_table(runs, qrels, measures)
     attrs = dict(per_query.attrs)
     out = per_query.merge(table, on=["system", "query_id"], how="left", validate="one_to_one")
+    keys = ["dataset", "query_id"] if "dataset" in out.columns else ["query_id"]
+    dropped = [str(m) for m in measures if not _complete_queries(out, keys, str(m))]
+    if dropped:
+        lines.append(f"{', '.join(dropped)} omitted: no query with qrels is ranked by every system")
+        out = out.drop(columns=dropped)
     out.attrs.update(attrs)
     return out
 
