@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", default="plain",
                    help="tie rule, pool restriction and rounding: plain, nanobeir, bright, trecdl, vidore, mteb or "
                         "trec_eval (ties by doc id descending as trec_eval, every ranked document counts, no "
-                        "rounding: qrel-nDCG equals trec_eval's ndcg_cut) (default plain)")
+                        "rounding: qrel-nDCG equals trec_eval's ndcg_cut, except that a query whose qrels hold no positive grade has "
+                        "none where trec_eval says 0) (default plain)")
     p.add_argument("--measures", default=None,
                    help="standard qrel measures computed by ir_measures (trec_eval's conventions), comma-separated "
                         f"ir_measures names, e.g. {DEFAULT_MEASURES} (the default with --qrels when ir_measures is "
