@@ -213,8 +213,8 @@ def run(args) -> int:
                "notes": notes, "qrels": coverage}
     if len(ks) > 1:
         payload["cutoffs"] = ks
-    if measures:
-        payload["measures"] = [str(m) for m in measures]
+    if measures:  # those computed (a measure no query has for every system is left out, said in the lines)
+        payload["measures"] = [str(m) for m in measures if str(m) in per_query.columns]
     titles = {"qrel_ndcg": "qrel-nDCG", "count_ndcg": "Count-nDCG", "rcp_ndcg": "RCP-nDCG"}
     labels = {f"{c}@{k}": f"{name}@{k}" for c, name in titles.items() for k in ks[1:]}
     if len(ks) > 1:
@@ -294,7 +294,8 @@ def _per_query_at_cutoffs(runs, cal, qrels, ks: list[int], args, pools):
     metrics = [c for c in ("qrel_ndcg", "count_ndcg", "rcp_ndcg") if c in first.columns]  # the board's order
     for k in ks[1:]:
         other = at(k)
-        assert other[["system", "query_id"]].equals(first[["system", "query_id"]])  # one run: the same rows
+        if not other[["system", "query_id"]].equals(first[["system", "query_id"]]):  # one run: the same rows
+            raise RuntimeError(f"evaluate gave other (system, query) rows at k={k} than at k={ks[0]}")
         first = first.assign(**{f"{m}@{k}": other[m].to_numpy() for m in metrics})
     first.attrs.update(attrs)
     return first

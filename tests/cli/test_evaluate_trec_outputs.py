@@ -180,3 +180,19 @@ def test_named_runs_tell_files_with_one_tag_apart(cli, fitted, demo_tiny, same_t
 def test_a_name_for_a_file_of_several_systems_is_refused(cli, fitted, demo_tiny):
     res = cli("evaluate", "--calibration", str(fitted), "--runs", f"one={demo_tiny['runs']}")
     assert res.returncode == 2 and "holds 2 systems" in res.stderr and str(demo_tiny["runs"]) in res.stderr
+
+
+def test_trec_q_text_skips_missing_values_and_prefixes_datasets():
+    """A query without a value has no line and stays out of the 'all' mean; with several datasets a query id is
+    written dataset:query_id (ids may repeat across datasets)."""
+    from rcp_jax.cli._trec_eval_layout import trec_q_text
+
+    table = pd.DataFrame({"system": "s", "dataset": ["d1", "d1", "d2"], "query_id": ["1", "2", "1"],
+                          "rcp_ndcg": [0.5, 0.25, 1.0], "qrel_ndcg": [0.5, float("nan"), 0.1]})
+    lines = [line.split("\t") for line in trec_q_text(table, {"rcp_ndcg": "rcp_ndcg_cut_10",
+                                                              "qrel_ndcg": "ndcg_cut_10"}, "s").splitlines()]
+    rows = [(m.strip(), q, v) for m, q, v in lines]
+    assert ("ndcg_cut_10", "d1:2", "nan") not in rows and len([r for r in rows if r[0] == "ndcg_cut_10"]) == 3
+    assert ("rcp_ndcg_cut_10", "d2:1", "1.0") in rows and ("runid", "all", "s") in rows
+    assert float(dict((m, v) for m, q, v in rows if q == "all")["ndcg_cut_10"]) == pytest.approx(0.3, abs=1e-15)
+    assert all(len(m) >= 22 for m, _, _ in lines)  # trec_eval's %-22s

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rcp_jax.evaluation import evaluate
-from rcp_jax.metrics import PROTOCOLS
+from rcp_jax.metrics import PROTOCOLS, score_query
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -79,6 +79,8 @@ def test_rcp_ndcg_with_integer_gains_equals_pytrec_eval(collection, k):
     for q, value in truth.items():
         if max(gains_of[q].values()) > 0:
             assert ours[q] == pytest.approx(value[f"ndcg_cut_{k}"], abs=1e-12, rel=0)
+            one = score_query(run[q], {d: float(v) for d, v in gains_of[q].items()}, k=k, protocol="trec_eval")
+            assert one.rcp_ndcg == pytest.approx(value[f"ndcg_cut_{k}"], abs=1e-12, rel=0)  # the one-query path
 
 
 def test_doc_id_order_is_strcmp_order():
