@@ -46,6 +46,12 @@ PROTOCOLS: dict[str, Protocol] = {
     "trecdl": Protocol("trecdl", "input_order", pool_only=True),
     "vidore": Protocol("vidore", "group_mean", pool_only=True),
     "mteb": Protocol("mteb", "group_mean", pool_only=True),
+    # trec_eval / pytrec_eval's ndcg_cut: score descending, then docno descending (trec_eval compares docnos
+    # with strcmp, i.e. by UTF-8 bytes, which orders like Python's code-point comparison of str), every
+    # ranked document counts (no pool restriction; unjudged = grade 0), no rounding. Negative grades count 0
+    # there as here; a query whose qrels hold no positive grade has no qrel-nDCG here (NaN) where trec_eval
+    # prints 0, and a query without qrels is left out by both
+    "trec_eval": Protocol("trec_eval", "doc_id_desc", pool_only=False),
 }
 
 
@@ -321,7 +327,7 @@ def score_query(
         gains: doc_id -> calibrated gain of every document of the judged pool; the RCP ideal list is all
             of them sorted (minus ``excluded``). A ranked document without a gain has gain 0.
         k: cut-off of nDCG@k.
-        protocol: ``plain``, ``nanobeir``, ``bright``, ``trecdl``, ``vidore`` or ``mteb`` (see
+        protocol: ``plain``, ``nanobeir``, ``bright``, ``trecdl``, ``vidore``, ``mteb`` or ``trec_eval`` (see
             :data:`PROTOCOLS`).
         qrels: doc_id -> graded label. The qrel ideal is over every positive qrel of the query,
             including positives the system did not rank (trec_eval convention). Negative grades count

@@ -227,15 +227,19 @@ def _plain(obj):
     return _jsonable(obj)
 
 
-def format_board(board: pd.DataFrame) -> str:
-    """Leaderboard as an aligned text table (metrics in columns, systems in rows)."""
-    names = {"qrel_ndcg": "qrel-nDCG", "count_ndcg": "Count-nDCG", "rcp_ndcg": "RCP-nDCG"}
-    cols = [c for c in ("qrel_ndcg", "count_ndcg", "rcp_ndcg") if c in board.columns]
+def format_board(board: pd.DataFrame, labels: dict[str, str] | None = None) -> str:
+    """Leaderboard as an aligned text table (metrics in columns, systems in rows): the nDCG columns first, then
+    any other metric column under its own name; ``labels`` renames headers (e.g. ``rcp_ndcg`` -> ``RCP-nDCG@5``)."""
+    names = {"qrel_ndcg": "qrel-nDCG", "count_ndcg": "Count-nDCG", "rcp_ndcg": "RCP-nDCG", **(labels or {})}
+    known = ("qrel_ndcg", "count_ndcg", "rcp_ndcg")
+    cols = [c for c in known if c in board.columns] + [c for c in board.columns if c not in known]
+    heads = [names.get(c, str(c)) for c in cols]
+    widths = [max(10, len(h)) for h in heads]
     width = max([len("system")] + [len(str(s)) for s in board.index])
-    head = f"{'system':<{width}}  " + "  ".join(f"{names[c]:>10}" for c in cols)
+    head = f"{'system':<{width}}  " + "  ".join(f"{h:>{w}}" for h, w in zip(heads, widths))
     lines = [head, "-" * len(head)]
     for s, row in board.iterrows():
-        lines.append(f"{str(s):<{width}}  " + "  ".join(f"{row[c]:>10.4f}" for c in cols))
+        lines.append(f"{str(s):<{width}}  " + "  ".join(f"{row[c]:>{w}.4f}" for c, w in zip(cols, widths)))
     return "\n".join(lines)
 
 

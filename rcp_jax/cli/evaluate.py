@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from rcp_jax.cli._common import board_payload, emit, format_board
 from rcp_jax.cli._paths import folder
+from rcp_jax.cli._standard_measures import DEFAULT_MEASURES
 
 NAME = "evaluate"
 HELP = "score systems' runs with a calibration: per-query RCP-/Count-/qrel-nDCG and a leaderboard"
@@ -16,16 +18,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", type=Path, required=True,
                    help="the folder `rcp-jax fit --out` wrote (or its calibration/ subfolder); its posterior/, if "
                         "any, is read with --posterior (required)")
-    p.add_argument("--runs", type=Path, nargs="+", required=True,
-                   help="run files: TREC (qid Q0 docid rank score tag) or CSV/TSV/JSONL/Parquet (system, query_id, doc_id, score)")
+    p.add_argument("--runs", type=run_spec, nargs="+", required=True, metavar="[NAME=]PATH",
+                   help="run files: TREC (qid Q0 docid rank score tag) or CSV/TSV/JSONL/Parquet (system, query_id, "
+                        "doc_id, score); the system is the TREC tag (or the table's system column), or NAME with "
+                        "NAME=PATH (a file of one system), so two files with one tag can be told apart (a path "
+                        "with '=' is split only when it is not an existing file and NAME is a plain name)")
     p.add_argument("--qrels", type=Path, default=None,
                    help="qrels for qrel-nDCG (TREC or BEIR TSV); qrels for some queries give qrel-nDCG on those only, "
                         "said so (default: none, an unlabelled collection: no qrel-nDCG column)")
     p.add_argument("--pools", type=Path, default=None, help="judged pools (pool restriction and input_order ties)")
-    p.add_argument("--k", type=int, default=10, help="nDCG cut-off (default 10)")
+    p.add_argument("--k", type=cutoffs, default="10",
+                   help="nDCG cut-off(s), e.g. 10 or 5,10,20 (default 10); the first one's columns keep their names "
+                        "(rcp_ndcg, count_ndcg, qrel_ndcg: what `rcp-jax compare` reads), each other cut-off K adds "
+                        "rcp_ndcg@K, count_ndcg@K, qrel_ndcg@K to per_query.csv and the leaderboard")
     p.add_argument("--protocol", default="plain",
-                   help="tie rule, pool restriction and rounding: plain, nanobeir, bright, trecdl, vidore or mteb "
-                        "(default plain)")
+                   help="tie rule, pool restriction and rounding: plain, nanobeir, bright, trecdl, vidore, mteb or "
+                        "trec_eval (ties by doc id descending as trec_eval, every ranked document counts, no "
+                        "rounding: qrel-nDCG equals trec_eval's ndcg_cut, except that a query whose qrels hold no positive grade has "
+                        "none where trec_eval says 0) (default plain)")
+    p.add_argument("--measures", default=None,
+                   help="standard qrel measures computed by ir_measures (trec_eval's conventions), comma-separated "
+                        f"ir_measures names, e.g. {DEFAULT_MEASURES} (the default with --qrels when ir_measures is "
+                        "installed; none: no measures); they rank every document of the run (no pool restriction, "
+                        "ties by doc id descending, whatever --protocol); a query without qrels has none. "
+                        'Needs pip install "rcp-jax[ir]"')
+    p.add_argument("--trec-q", type=folder, default=None, metavar="DIR",
+                   help="also write each system's per-query values in trec_eval -q layout to DIR/<system>.eval: "
+                        "'measure<TAB>query_id<TAB>value' lines, then an 'all' line per measure (the mean over the "
+                        "queries listed) and 'runid all <system>'; measures rcp_ndcg_cut_K, count_ndcg_cut_K, "
+                        "ndcg_cut_K (qrel-nDCG under --protocol: trec_eval's own with --protocol trec_eval) and "
+                        "the --measures under trec_eval's names (P_10, recip_rank, map, recall_100)")
     p.add_argument("--out", type=folder, default=None,
                    help="write per_query.csv and leaderboard.csv here (with --posterior also posterior_systems.csv, "
                         "posterior_pairs.csv, posterior_per_query.csv, the P(A > B) matrix posterior_p_better.csv and the "
@@ -55,6 +77,54 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unknown-docs", choices=["error", "warn", "ignore"], default="error",
                    help="a run scoring a document outside its query's pool (--pools, else the calibration): refuse "
                         "(error, the default), warn, or ignore (protocols such as plain and bright rank them with gain 0)")
+
+
+def cutoffs(text: str) -> list[int]:
+    """``--k``: one cut-off or several, comma-separated (``5,10,20``), each a whole number >= 1, none twice."""
+    parts = [t.strip() for t in str(text).split(",") if t.strip()]
+    try:
+        ks = [int(t) for t in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be whole numbers >= 1, comma-separated (e.g. 5,10,20), got {text!r}") from None
+    if not ks or min(ks) < 1:
+        raise argparse.ArgumentTypeError(f"must be whole numbers >= 1, comma-separated (e.g. 5,10,20), got {text!r}")
+    if len(set(ks)) != len(ks):
+        raise argparse.ArgumentTypeError(f"a cut-off is given twice in {text!r}; give each once")
+    return ks
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
+def run_spec(text: str) -> tuple[str | None, Path]:
+    """``--runs`` item: ``NAME=PATH`` -> (NAME, PATH); a plain PATH (or an existing file whose name holds '=', or
+    one whose left part is not a plain name such as ``a/b=c``) -> (None, PATH)."""
+    name, sep, rest = text.partition("=")
+    if sep and rest and _PLAIN_NAME.fullmatch(name) and not Path(text).exists():
+        return name, Path(rest)
+    return None, Path(text)
+
+
+def _read_runs(specs, judged, *, unknown_docs: str, against: str):
+    """Each run file read (checked against the pools file by file, so a message names the file and line), the
+    NAME of ``NAME=PATH`` set as its system, and all of them concatenated."""
+    from rcp_jax import data
+    from rcp_jax.errors import DataError
+
+    frames = []
+    for spec in specs:
+        name, path = spec if isinstance(spec, tuple) else (None, Path(spec))
+        run_file = data.read_run(path)
+        if name is not None:
+            systems = sorted(run_file["system"].unique())
+            if len(systems) > 1:
+                raise DataError(f"--runs {name}={path}: the file holds {len(systems)} systems "
+                                f"({', '.join(systems[:5])}{', ...' if len(systems) > 5 else ''}); NAME= names a file "
+                                "of one system: give this file without NAME=, or split it by system")
+            run_file["system"] = name
+        data.check_run_against_pools(run_file, judged, unknown_docs=unknown_docs, against=against)
+        frames.append(run_file)
+    return data.concat_runs(frames)
 
 
 def _rate(text: str) -> float:
@@ -96,33 +166,41 @@ def run(args) -> int:
     from rcp_jax import data
     from rcp_jax.calibration import load_calibration
     from rcp_jax.data.atomic import atomic_write_csv
-    from rcp_jax.evaluation import HoleError, evaluate, leaderboard
+    from rcp_jax.evaluation import HoleError, leaderboard
 
+    from rcp_jax.errors import DataError
+
+    ks = list(args.k) if isinstance(args.k, (list, tuple)) else [int(args.k)]
+    args.k = ks[0]  # the first cut-off: the unsuffixed columns, the hole check's summary, the figures
+    if args.posterior and len(ks) > 1:
+        raise DataError(f"--posterior takes one cut-off, got --k {','.join(map(str, ks))}; run it once per cut-off "
+                        "(e.g. --k 10 --posterior)")
+    if args.measures is not None and args.measures.strip().lower() != "none" and args.qrels is None:
+        raise DataError(f"--measures {args.measures} needs --qrels (they are measures of human labels)")
     cal_dir = calibration_folder(args.calibration)
     cal = load_calibration(cal_dir)
     qrels = data.read_qrels(args.qrels) if args.qrels else None
     pools = data.read_pools(args.pools) if args.pools else None
     judged = pools if pools is not None else cal.documents[["query_id", "doc_id"]]
     against = str(args.pools) if pools is not None else f"the calibration ({args.calibration})"
-    frames = []
+    measures, measure_note = _measures_asked(args.measures, qrels is not None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for path in args.runs:  # checked file by file, so a message names the file and line
-            run_file = data.read_run(path)
-            data.check_run_against_pools(run_file, judged, unknown_docs=args.unknown_docs, against=against)
-            frames.append(run_file)
-        runs = data.concat_runs(frames)
+        runs = _read_runs(args.runs, judged, unknown_docs=args.unknown_docs, against=against)
         try:
-            per_query = evaluate(runs, cal, qrels=qrels, k=args.k, protocol=args.protocol, pools=pools,
-                                 holes=args.holes, max_hole_rate=args.max_hole_rate)
+            per_query = _per_query_at_cutoffs(runs, cal, qrels, ks, args, pools)
         except HoleError as exc:
             if not args.out:
                 raise
             atomic_write_csv(args.out / "holes.csv", exc.table)
             raise HoleError(f"{exc} (holes per system and query: {args.out / 'holes.csv'})", exc.table) from None
         per_query, coverage = qrel_coverage(per_query, qrels)
-        board = leaderboard(per_query)
-    notes = sorted({str(w.message) for w in caught})
+        if "qrel_ndcg" not in per_query.columns:  # left out at the first cut-off: at every cut-off
+            per_query = per_query.drop(columns=[c for c in per_query.columns if c.startswith("qrel_ndcg@")])
+        if measures:
+            per_query = _with_measures(per_query, runs, qrels, measures, coverage["lines"])
+        board = leaderboard(per_query, _metric_order(per_query))
+    notes = sorted({str(w.message) for w in caught}) + ([measure_note] if measure_note else [])
     extensions = cal.info.get("extensions") or []
     if extensions:
         added = sum(int(e.get("documents", 0)) for e in extensions)
@@ -133,15 +211,30 @@ def run(args) -> int:
     n_systems = int(per_query["system"].nunique())
     payload = {"k": args.k, "protocol": args.protocol, "queries": coverage["queries"], "systems": board_payload(board),
                "notes": notes, "qrels": coverage}
-    text = [f"nDCG@{args.k} ({args.protocol} protocol) of {n_systems} system{'s' if n_systems != 1 else ''} over "
+    if len(ks) > 1:
+        payload["cutoffs"] = ks
+    if measures:  # those computed (a measure no query has for every system is left out, said in the lines)
+        payload["measures"] = [str(m) for m in measures if str(m) in per_query.columns]
+    titles = {"qrel_ndcg": "qrel-nDCG", "count_ndcg": "Count-nDCG", "rcp_ndcg": "RCP-nDCG"}
+    labels = {f"{c}@{k}": f"{name}@{k}" for c, name in titles.items() for k in ks[1:]}
+    if len(ks) > 1:
+        labels.update({c: f"{name}@{args.k}" for c, name in titles.items()})
+    at = "nDCG@" + ", @".join(map(str, ks))
+    text = [f"{at} ({args.protocol} protocol) of {n_systems} system{'s' if n_systems != 1 else ''} over "
             f"{coverage['queries']} quer{'y' if coverage['queries'] == 1 else 'ies'}",
-            format_board(board), *coverage["lines"],
+            format_board(board, labels), *coverage["lines"],
             *[f"note: {n}" for n in notes]]
     _hole_summary(per_query, args, payload, text)
     if args.out:
         atomic_write_csv(args.out / "per_query.csv", per_query)
         atomic_write_csv(args.out / "leaderboard.csv", board.reset_index())
         text.append(f"written to {args.out}")
+    if args.trec_q:
+        from rcp_jax.cli._trec_eval_layout import write_trec_q
+
+        written = write_trec_q(per_query, _trec_names(per_query, args.k, measures), args.trec_q)
+        payload["trec_q"] = [str(p) for p in written]
+        text.append(f"trec_eval -q layout: {len(written)} file(s) in {args.trec_q}")
     if args.posterior:
         from rcp_jax.bayes import posterior
         from rcp_jax.bayes.posterior_ndcg import posterior_metrics
@@ -165,6 +258,83 @@ def run(args) -> int:
     _evaluation_figures(args, per_query, board, table if args.posterior else None, payload, text)
     emit(args, payload, "\n".join(text))
     return 0
+
+
+def _measures_asked(text: str | None, have_qrels: bool) -> tuple[list, str | None]:
+    """(the ir_measures measures to compute, a note when the default set was skipped).
+
+    Explicit ``--measures`` must parse (and ir_measures must be installed: a DataError names the extra);
+    without it, the default set is computed when qrels are given and ir_measures imports, else skipped with a
+    note."""
+    from rcp_jax.cli._standard_measures import INSTALL_HINT, parse_measures
+
+    if text is not None:
+        return ([], None) if text.strip().lower() == "none" else (parse_measures(text), None)
+    if not have_qrels:
+        return [], None
+    try:
+        import ir_measures  # noqa: F401
+    except ImportError:
+        return [], (f"standard measures ({DEFAULT_MEASURES}) skipped: ir_measures is not installed "
+                    f"({INSTALL_HINT})")
+    return parse_measures(DEFAULT_MEASURES), None
+
+
+def _per_query_at_cutoffs(runs, cal, qrels, ks: list[int], args, pools):
+    """The per-query table at the first cut-off (columns rcp_ndcg, count_ndcg, qrel_ndcg, attrs as
+    :func:`rcp_jax.evaluation.evaluate`) with, for each other cut-off K, the same columns suffixed ``@K``."""
+    from rcp_jax.evaluation import evaluate
+
+    def at(k):
+        return evaluate(runs, cal, qrels=qrels, k=k, protocol=args.protocol, pools=pools, holes=args.holes,
+                        max_hole_rate=args.max_hole_rate)
+
+    first = at(ks[0])
+    attrs = dict(first.attrs)
+    metrics = [c for c in ("qrel_ndcg", "count_ndcg", "rcp_ndcg") if c in first.columns]  # the board's order
+    for k in ks[1:]:
+        other = at(k)
+        if not other[["system", "query_id"]].equals(first[["system", "query_id"]]):  # one run: the same rows
+            raise RuntimeError(f"evaluate gave other (system, query) rows at k={k} than at k={ks[0]}")
+        first = first.assign(**{f"{m}@{k}": other[m].to_numpy() for m in metrics})
+    first.attrs.update(attrs)
+    return first
+
+
+def _with_measures(per_query, runs, qrels, measures, lines: list[str]):
+    """The per-query table with one column per ir_measures measure (NaN where the query has no qrels); a
+    measure no query has for every system is left out, with a line in ``lines`` saying so."""
+    from rcp_jax.cli._standard_measures import measure_table
+
+    table = measure_table(runs, qrels, measures)
+    attrs = dict(per_query.attrs)
+    out = per_query.merge(table, on=["system", "query_id"], how="left", validate="one_to_one")
+    keys = ["dataset", "query_id"] if "dataset" in out.columns else ["query_id"]
+    dropped = [str(m) for m in measures if not _complete_queries(out, keys, str(m))]
+    if dropped:
+        lines.append(f"{', '.join(dropped)} omitted: no query with qrels is ranked by every system")
+        out = out.drop(columns=dropped)
+    out.attrs.update(attrs)
+    return out
+
+
+def _metric_order(per_query) -> list[str]:
+    """Leaderboard columns: RCP-, Count-, qrel-nDCG at the first cut-off, at the others, then the measures."""
+    cols = [c for c in per_query.columns if c not in ("system", "query_id", "dataset")]
+    first = [c for c in ("rcp_ndcg", "count_ndcg", "qrel_ndcg") if c in cols]
+    return first + [c for c in cols if c not in first]
+
+
+def _trec_names(per_query, first_k: int, measures) -> dict[str, str]:
+    """Per-query column -> trec_eval measure name, in the order the ``.eval`` files list them."""
+    from rcp_jax.cli._standard_measures import trec_name
+    from rcp_jax.cli._trec_eval_layout import ndcg_measure_name
+
+    names = {c: ndcg_measure_name(c, first_k) for c in _metric_order(per_query)}
+    for m in measures:
+        if str(m) in per_query.columns:  # ir_measures' nDCG@10 would clash with qrel-nDCG's ndcg_cut_10
+            names[str(m)] = trec_name(m) if trec_name(m) not in names.values() else str(m)
+    return {c: n for c, n in names.items() if n is not None}
 
 
 def qrel_coverage(per_query, qrels) -> tuple:

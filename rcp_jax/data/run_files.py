@@ -112,7 +112,8 @@ def concat_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
                 f"system {sysname!r} ranks query {q!r} in two run files: {a} ({_unit(first)} {at}) and {b} "
                 f"({_unit(other)} {label}); a TREC run's system is its tag (the 6th column), so two runs with the same "
                 f"tag would be merged into one ranking. Give each run its own tag (e.g. rename it in {b}: "
-                f"awk '{{$6=\"{sysname}_2\"}}1' {b} > renamed.trec), or a table's 'system' column its own name"
+                f"awk '{{$6=\"{sysname}_2\"}}1' {b} > renamed.trec), or name each file on the command line "
+                f"(rcp-jax evaluate --runs NAME=PATH), or a table's 'system' column its own name"
             )
     out = pd.concat(frames, ignore_index=True)
     out.attrs["sources"] = [str(f.attrs.get("source", "")) for f in frames]
