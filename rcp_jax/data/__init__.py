@@ -58,7 +58,10 @@ from __future__ import annotations
 from rcp_jax.data.collection import Collection, read_beir, read_corpus, read_queries, read_rows
 from rcp_jax.data.formats import FORMATS, detect_format
 from rcp_jax.data.pool_checks import PoolWarning, check_pools, check_pools_against_collection, check_run_against_pools
+from rcp_jax.data.irds import read_irds
 from rcp_jax.data.run_files import concat_runs, read_pools, read_qrels, read_run, write_pools, write_qrels, write_run
+from rcp_jax.data.sources import load_collection
+from rcp_jax.data.trec_text import read_topics, read_trec_docs
 
 __all__ = [
     "FORMATS",
@@ -73,6 +76,10 @@ __all__ = [
     "read_queries",
     "read_beir",
     "read_rows",
+    "read_trec_docs",
+    "read_topics",
+    "read_irds",
+    "load_collection",
     "write_run",
     "write_qrels",
     "write_pools",
