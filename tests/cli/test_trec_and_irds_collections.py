@@ -62,9 +62,12 @@ def test_trec_collection_goes_end_to_end(trec_flow):
         assert {f"FT{t}-{i}" for i in range(3)} <= set(pools.loc[pools["query_id"] == q, "doc_id"])
     judged = json.loads(trec_flow["judge"][0])
     assert judged["calls"] > 0 and judged["rubric_placements"] > 0
-    assert (trec_flow["w"] / "fit").is_dir()
+    identity = json.loads((trec_flow["w"] / "store" / "identity.json").read_text())
+    assert identity["dataset"] == "docs"  # the --corpus file's stem keys the schedule's random streams
     board = json.loads(trec_flow["evaluate"][0])
-    assert "rrf" in json.dumps(board)
+    assert board["queries"] == 4 and board["qrels"]["qrel_queries"] == 4  # the TREC qrels label every topic
+    scores = board["systems"]["rrf"]
+    assert set(scores) == {"rcp_ndcg", "count_ndcg", "qrel_ndcg"} and all(0 < v <= 1 for v in scores.values())
 
 
 def test_irds_dataset_pools(tmp_path):
