@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _texts(args):
     """(documents, queries, latent for simulated judges) of the collection the calibration was fitted on."""
-    if args.dataset or args.rows or args.corpus:
+    if args.dataset or args.rows or getattr(args, "corpus", None):
         col, pools = load_collection(args)
         name = collection_name(args)
         collection = pipeline_input(col, pools, name)

@@ -97,7 +97,7 @@ class Probe:
 
 def _collection(args):
     """(PipelineInput, latent relevance or None): the given collection, or the embedded demo."""
-    if args.dataset or args.rows or args.corpus:
+    if args.dataset or args.rows or getattr(args, "corpus", None):
         col, pools = load_collection(args)
         name = collection_name(args)
         collection = pipeline_input(col, pools, name)
@@ -447,7 +447,7 @@ def run(args) -> int:
     if args.pairs < 1:
         raise DataError(f"--pairs must be >= 1, got {args.pairs}")
     collection, latent = _collection(args)
-    demo = not (args.dataset or args.rows or args.corpus)
+    demo = not (args.dataset or args.rows or getattr(args, "corpus", None))
     source = ("the embedded demo (no --dataset or --rows given: pass your collection to check the judge on your "
               "own documents)" if demo else f"{collection.dataset} ({len(collection.pools)} pooled queries)")
     windows = _windows(collection, args.query, args.seed, args.pairs)
