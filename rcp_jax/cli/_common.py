@@ -14,10 +14,9 @@ if TYPE_CHECKING:  # imported inside the helpers that need them, so `rcp-jax --h
     import pandas as pd
 
 
-def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = False, pools: bool = True) -> None:
-    """``--dataset`` / ``--rows``, ``--pools`` (unless ``pools=False``: ``rcp-jax pool`` builds them), qrels,
-    split, name, the query subset and ``--missing-text``."""
-    g = p.add_argument_group("collection")
+def add_source_args(g) -> None:
+    """The collection's source, exactly one of: ``--dataset`` (BEIR folder or ``irds:<id>``), ``--rows``,
+    ``--corpus`` with ``--topics`` (and ``--topic-field``)."""
     g.add_argument("--dataset", type=Path,
                    help="BEIR folder (corpus.jsonl, queries.jsonl[, qrels/<split>.tsv]; without qrels/ it is an "
                         "unlabelled collection: no qrel figures), or irds:<id>, an ir_datasets dataset (e.g. "
@@ -37,6 +36,13 @@ def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = Fa
                         "when --corpus is given without --topics (default: none)")
     g.add_argument("--topic-field", choices=["title", "desc", "title+desc"], default="title",
                    help="which section of a TREC topic is the query text (default: title)")
+
+
+def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = False, pools: bool = True) -> None:
+    """``--dataset`` / ``--rows``, ``--pools`` (unless ``pools=False``: ``rcp-jax pool`` builds them), qrels,
+    split, name, the query subset and ``--missing-text``."""
+    g = p.add_argument_group("collection")
+    add_source_args(g)
     if pools:
         g.add_argument("--pools", type=Path, required=pools_required,
                        help="judged pools: query_id, doc_id[, rank] (CSV/TSV/JSONL/Parquet) or a TREC run, as "
@@ -139,8 +145,8 @@ def _topics_file(args) -> tuple[Path, str | None]:
     from rcp_jax.data.trec_text import read_topics
 
     if args.topics:
-        return args.topics, args.queries
-    spec = args.queries
+        return args.topics, getattr(args, "queries", None)
+    spec = getattr(args, "queries", None)
     if spec and Path(spec).is_file():
         try:
             read_topics(spec, field=args.topic_field)

@@ -126,7 +126,7 @@ def test_topic_field_picks_the_description(tmp_path):
     assert (tmp_path / "p.tsv").exists()
 
 
-@pytest.mark.parametrize("verb", ["pool", "judge", "doctor", "compare-lists"])
+@pytest.mark.parametrize("verb", ["pool", "judge", "doctor", "compare-lists", "extend"])
 def test_every_collection_verb_offers_the_new_sources(verb, capsys):
     with pytest.raises(SystemExit) as e:
         main([verb, "--help"])
