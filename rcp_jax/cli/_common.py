@@ -48,7 +48,8 @@ def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = Fa
                        help="judged pools: query_id, doc_id[, rank] (CSV/TSV/JSONL/Parquet) or a TREC run, as "
                             "`rcp-jax pool` writes (default: the pools of --rows; none for --dataset)")
     g.add_argument("--qrels", type=Path, help="qrels file replacing the dataset's (TREC or BEIR TSV; it may label "
-                   "only some queries; default: the dataset's qrels/<split>.tsv, or the rows' qrels; none: unlabelled)")
+                   "only some queries; default: the dataset's qrels/<split>.tsv or the irds dataset's qrels, or the rows' "
+                   "qrels; none, as for --corpus without --qrels: unlabelled)")
     g.add_argument("--split", default="test", help="BEIR qrels split, the file qrels/<split>.tsv (default: test)")
     g.add_argument("--name", default=None,
                    help="dataset name keying the schedule's random streams (default: the --dataset folder's name or "

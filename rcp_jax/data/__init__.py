@@ -27,7 +27,10 @@ File formats (``fmt=``; detected from the extension, optionally followed by ``.g
 
 Collections: :func:`read_beir` reads a BEIR folder (``corpus.jsonl``, ``queries.jsonl``,
 ``qrels/<split>.tsv``); :func:`read_rows` reads JSONL rows, one query per line with ``query_id, query,
-doc_ids, docs[, qrels][, excluded]`` (the rows are the query's pool, in order).
+doc_ids, docs[, qrels][, excluded]`` (the rows are the query's pool, in order). TREC files are read as
+they are: :func:`read_trec_docs` (SGML ``<DOC>`` files, ``.gz``, or a folder of them) and :func:`read_topics`
+(``<top>`` topics, ``qid<TAB>text`` lines, or a queries table); :func:`read_irds` reads an ir_datasets
+dataset (``irds:<id>``, downloaded on first use); :func:`load_collection` takes any of these sources.
 
 Policies: a pool of one document is allowed with a :class:`PoolWarning` (it can be rubric-judged but
 has no tournament); an empty pool is an error. A document with neither text nor title has "missing
