@@ -34,6 +34,7 @@ TEXT_TAGS = ("TEXT", "LP", "LEADPARA", "DD", "DATE")
 _META_TAGS = ("DOCNO", "DOCID", "DOCHDR")
 TOPIC_FIELDS = ("title", "desc", "title+desc")
 
+_TABLE_EXTENSIONS = (".jsonl", ".ndjson", ".csv", ".tsv", ".parquet", ".pq")
 _DOC_TAG = re.compile(r"<(/?)DOC\s*>", re.IGNORECASE)
 _DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.IGNORECASE | re.DOTALL)
 _MARKUP = re.compile(r"<[^>]*>")
@@ -160,6 +161,11 @@ def read_documents(path: str | Path, *, missing_text: str = "error") -> pd.DataF
     path = _path(path)
     if path.is_dir() or looks_like_trec_docs(path):
         return read_trec_docs(path, missing_text=missing_text)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file or folder (a TREC document file, a folder of them, or a corpus table)")
+    if not path.name.lower().removesuffix(".gz").endswith(_TABLE_EXTENSIONS):
+        raise DataError(f"{path}: none of the corpus formats: not a TREC document file (it does not start with "
+                        "<DOC>) nor a corpus table (doc_id, text[, title] as .jsonl, .csv, .tsv or .parquet)")
     return read_corpus(path, missing_text=missing_text)
 
 

@@ -89,6 +89,10 @@ def test_read_documents_sniffs_trec_or_a_corpus_table(tmp_path):
     table = tmp_path / "corpus.jsonl"
     table.write_text(json.dumps({"_id": "c1", "title": "T", "text": "body"}) + "\n")
     assert read_documents(table).to_dict("records") == [{"doc_id": "c1", "title": "T", "text": "body"}]
+    junk = tmp_path / "notes.txt"
+    junk.write_text("hello world\n")
+    with pytest.raises(DataError, match=r"notes\.txt: none of the corpus formats: not a TREC document file"):
+        read_documents(junk)
 
 
 # ------------------------------------------------------------------------------- topics
