@@ -56,8 +56,18 @@ def _read_text(path: Path) -> str:
         raise DataError(f"{path}:{line}: not UTF-8 ({e.reason}); re-encode the file as UTF-8") from None
 
 
-def _line(text: str, pos: int) -> int:
-    return text.count("\n", 0, pos) + 1
+class _Lines:
+    """Line numbers of increasing positions in ``text``, counted incrementally (linear in the file's size)."""
+
+    def __init__(self, text: str):
+        self.text, self.pos, self.line = text, 0, 1
+
+    def __call__(self, pos: int) -> int:
+        if pos < self.pos:
+            return self.text.count("\n", 0, pos) + 1
+        self.line += self.text.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line
 
 
 def _clean(fragment: str) -> str:
@@ -81,17 +91,18 @@ def looks_like_trec_docs(path: str | Path) -> bool:
 
 def _parse_docs(path: Path, text: str, seen: dict[str, str]) -> tuple[list[dict], list[int]]:
     records, lines, start = [], [], None
+    _line = _Lines(text)
     for m in _DOC_TAG.finditer(text):
         closing = m.group(1) == "/"
         if not closing:
             if start is not None:
-                raise DataError(f"{path}:{_line(text, start)}: <DOC> is not closed (another <DOC> opens at line "
-                                f"{_line(text, m.start())}); close every document with </DOC>")
+                raise DataError(f"{path}:{_line(start)}: <DOC> is not closed (another <DOC> opens at line "
+                                f"{_line(m.start())}); close every document with </DOC>")
             start, body_from = m.start(), m.end()
             continue
         if start is None:
-            raise DataError(f"{path}:{_line(text, m.start())}: </DOC> without an open <DOC>")
-        body, where = text[body_from:m.start()], f"{path}:{_line(text, start)}"
+            raise DataError(f"{path}:{_line(m.start())}: </DOC> without an open <DOC>")
+        body, where = text[body_from:m.start()], f"{path}:{_line(start)}"
         docno = _DOCNO.search(body)
         if docno is None or not _clean(docno.group(1)):
             raise DataError(f"{where}: a <DOC> without a <DOCNO> id; every document needs <DOCNO> id </DOCNO>")
@@ -108,10 +119,10 @@ def _parse_docs(path: Path, text: str, seen: dict[str, str]) -> tuple[list[dict]
                 rest = re.sub(rf"<{tag}\b[^>]*>.*?</{tag}\s*>", " ", rest, flags=re.IGNORECASE | re.DOTALL)
             parts = [rest]
         records.append({"doc_id": doc_id, "title": title, "text": " ".join(_clean(p) for p in parts).strip()})
-        lines.append(_line(text, start))
+        lines.append(_line(start))
         start = None
     if start is not None:
-        raise DataError(f"{path}:{_line(text, start)}: <DOC> is not closed at the end of the file; close every "
+        raise DataError(f"{path}:{_line(start)}: <DOC> is not closed at the end of the file; close every "
                         "document with </DOC>")
     return records, lines
 
@@ -177,16 +188,17 @@ def _topic_text(sections: dict[str, str], field: str) -> str:
 
 def _parse_topics(path: Path, text: str, field: str) -> pd.DataFrame:
     records, lines, start = [], [], None
+    _line = _Lines(text)
     for m in _TOP_TAG.finditer(text):
         if m.group(1) != "/":
             if start is not None:
-                raise DataError(f"{path}:{_line(text, start)}: <top> is not closed (another <top> opens at line "
-                                f"{_line(text, m.start())}); close every topic with </top>")
+                raise DataError(f"{path}:{_line(start)}: <top> is not closed (another <top> opens at line "
+                                f"{_line(m.start())}); close every topic with </top>")
             start, body_from = m.start(), m.end()
             continue
         if start is None:
-            raise DataError(f"{path}:{_line(text, m.start())}: </top> without an open <top>")
-        where = f"{path}:{_line(text, start)}"
+            raise DataError(f"{path}:{_line(m.start())}: </top> without an open <top>")
+        where = f"{path}:{_line(start)}"
         sections: dict[str, str] = {}
         for s in _TOPIC_SECTION.finditer(text[body_from:m.start()]):
             sections.setdefault(s.group(1).lower(), _clean(_SECTION_LABEL.sub("", s.group(2), count=1)))
@@ -198,10 +210,10 @@ def _parse_topics(path: Path, text: str, field: str) -> pd.DataFrame:
             raise DataError(f"{where}: topic {qid!r} has no {field} text; give it one, or read another field "
                             f"({', '.join(f for f in TOPIC_FIELDS if f != field)})")
         records.append({"query_id": qid, "text": query})
-        lines.append(_line(text, start))
+        lines.append(_line(start))
         start = None
     if start is not None:
-        raise DataError(f"{path}:{_line(text, start)}: <top> is not closed at the end of the file")
+        raise DataError(f"{path}:{_line(start)}: <top> is not closed at the end of the file")
     return _checked(pd.DataFrame.from_records(records, columns=["query_id", "text"]), lines, path)
 
 
