@@ -35,7 +35,7 @@ _EXPORTS: dict[str, str] = {
     "Calibration": "calibration", "save_calibration": "calibration", "load_calibration": "calibration",
     # data and schedules
     "data": "data", "schedule": "schedule", "read_run": "data", "read_qrels": "data", "read_pools": "data",
-    "read_beir": "data", "read_rows": "data", "check_run_against_pools": "data",
+    "read_beir": "data", "read_rows": "data", "load_collection": "data", "check_run_against_pools": "data",
     "ScheduleConfig": "schedule", "schedule_counts": "schedule", "store_tables": "pipeline",
     # budgeted judging
     "judge_budgeted": "budget", "BudgetSettings": "budget", "BudgetResult": "budget",
@@ -95,7 +95,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from rcp_jax.budget import BudgetResult, BudgetSettings, judge_budgeted
     from rcp_jax.calibration import Calibration, calibrate, fit_rubric_only, load_calibration, save_calibration
-    from rcp_jax.data import check_run_against_pools, read_beir, read_pools, read_qrels, read_rows, read_run
+    from rcp_jax.data import check_run_against_pools, load_collection, read_beir, read_pools, read_qrels, read_rows, read_run
     from rcp_jax.errors import CalibrationError, DataError, RcpError
     from rcp_jax.evaluation import HoleError, evaluate, hole_table, leaderboard
     from rcp_jax.extension import ExtensionResult, extend, read_extension_log

@@ -14,29 +14,50 @@ if TYPE_CHECKING:  # imported inside the helpers that need them, so `rcp-jax --h
     import pandas as pd
 
 
+def add_source_args(g) -> None:
+    """The collection's source, exactly one of: ``--dataset`` (BEIR folder or ``irds:<id>``), ``--rows``,
+    ``--corpus`` with ``--topics`` (and ``--topic-field``)."""
+    g.add_argument("--dataset", type=Path,
+                   help="BEIR folder (corpus.jsonl, queries.jsonl[, qrels/<split>.tsv]; without qrels/ it is an "
+                        "unlabelled collection: no qrel figures), or irds:<id>, an ir_datasets dataset (e.g. "
+                        "irds:vaswani, irds:beir/scifact/test; downloaded on first use into IR_DATASETS_HOME, default "
+                        "~/.ir_datasets; needs pip install \"rcp-jax[ir]\"); give this, --rows or --corpus (default: "
+                        "none)")
+    g.add_argument("--rows", type=Path,
+                   help="JSONL rows: one query per line with query_id, query, doc_ids, docs[, qrels]; give this, "
+                        "--dataset or --corpus (default: none)")
+    g.add_argument("--corpus", type=Path, metavar="FILE_OR_DIR",
+                   help="documents: a TREC file of <DOC> blocks (<DOCNO>, <TEXT>, <HEADLINE>/<TITLE> as the title; "
+                        ".gz read through), a folder of them, or a corpus table (doc_id, text[, title]); with "
+                        "--topics, and --qrels for labels; give this, --dataset or --rows (default: none)")
+    g.add_argument("--topics", type=Path, metavar="FILE",
+                   help="the queries of --corpus: TREC topics (<top> blocks with <num>, <title>[, <desc>, <narr>]), "
+                        "qid<TAB>text lines, or a queries table (query_id, text); --queries FILE is taken as this "
+                        "when --corpus is given without --topics (default: none)")
+    g.add_argument("--topic-field", choices=["title", "desc", "title+desc"], default="title",
+                   help="which section of a TREC topic is the query text (default: title)")
+
+
 def add_collection_args(p: argparse.ArgumentParser, *, pools_required: bool = False, pools: bool = True) -> None:
     """``--dataset`` / ``--rows``, ``--pools`` (unless ``pools=False``: ``rcp-jax pool`` builds them), qrels,
     split, name, the query subset and ``--missing-text``."""
     g = p.add_argument_group("collection")
-    g.add_argument("--dataset", type=Path,
-                   help="BEIR folder (corpus.jsonl, queries.jsonl[, qrels/<split>.tsv]; without qrels/ it is an "
-                        "unlabelled collection: no qrel figures); give this or --rows (default: none)")
-    g.add_argument("--rows", type=Path,
-                   help="JSONL rows: one query per line with query_id, query, doc_ids, docs[, qrels]; give this or "
-                        "--dataset (default: none)")
+    add_source_args(g)
     if pools:
         g.add_argument("--pools", type=Path, required=pools_required,
                        help="judged pools: query_id, doc_id[, rank] (CSV/TSV/JSONL/Parquet) or a TREC run, as "
                             "`rcp-jax pool` writes (default: the pools of --rows; none for --dataset)")
     g.add_argument("--qrels", type=Path, help="qrels file replacing the dataset's (TREC or BEIR TSV; it may label "
-                   "only some queries; default: the dataset's qrels/<split>.tsv, or the rows' qrels; none: unlabelled)")
+                   "only some queries; default: the dataset's qrels/<split>.tsv or the irds dataset's qrels, or the rows' "
+                   "qrels; none, as for --corpus without --qrels: unlabelled)")
     g.add_argument("--split", default="test", help="BEIR qrels split, the file qrels/<split>.tsv (default: test)")
     g.add_argument("--name", default=None,
-                   help="dataset name keying the schedule's random streams (default: the --dataset folder's name, "
-                        "or the --rows file's stem)")
+                   help="dataset name keying the schedule's random streams (default: the --dataset folder's name or "
+                        "irds id, the --rows file's stem, or the --corpus file's stem)")
     g.add_argument("--queries", default=None, metavar="FILE|IDS",
                    help="only these queries: a file with one query id per line, or comma-separated ids (e.g. 1,2,4); "
-                        "an unknown id is an error (default: every query, or every pooled query)")
+                        "an unknown id is an error (default: every query, or every pooled query); with --corpus and "
+                        "no --topics, a queries FILE with texts is read as the topics instead")
     g.add_argument("--max-queries", type=int, default=None, metavar="N",
                    help="only the first N queries in the queries file's order (among the pooled ones when --pools is "
                         "given; after --queries), a deterministic subset to try the flow on (default: all)")
@@ -61,12 +82,7 @@ def load_collection(args) -> tuple[Any, pd.DataFrame | None]:
     from rcp_jax import data
     from rcp_jax.data.collection import select_queries
 
-    if bool(args.dataset) == bool(args.rows):
-        raise DataError("give exactly one of --dataset (a BEIR folder) or --rows (a JSONL rows file)")
-    if args.dataset:  # --qrels FILE replaces the dataset's qrels: their split is then not read at all
-        col = data.read_beir(args.dataset, split=args.split, missing_text="keep", strict=False, labels=not args.qrels)
-    else:
-        col = data.read_rows(args.rows, missing_text="keep")
+    col, subset = read_collection(args)
     if getattr(args, "images", None) is not None:
         from rcp_jax.data.collection import attach_images
 
@@ -74,13 +90,15 @@ def load_collection(args) -> tuple[Any, pd.DataFrame | None]:
     if not getattr(args, "allow_outside_images", False):  # before any image is read
         from rcp_jax.data.collection import check_image_paths
 
-        check_image_paths(col.corpus, [p for p in (args.dataset, getattr(args, "images", None)) if p is not None])
+        roots = [args.dataset if args.dataset and not _irds(args) else None, getattr(args, "corpus", None),
+                 getattr(args, "images", None)]
+        check_image_paths(col.corpus, [p for p in roots if p is not None])
     if args.qrels:
         col = dataclasses.replace(col, qrels=data.read_qrels(args.qrels))
     pools = data.read_pools(args.pools) if getattr(args, "pools", None) else col.pools
     order = [str(q) for q in col.queries["query_id"]]
     pooled = set(pools["query_id"].astype(str)) if pools is not None else None
-    chosen = select_queries(order, queries=getattr(args, "queries", None), max_queries=getattr(args, "max_queries", None),
+    chosen = select_queries(order, queries=subset, max_queries=getattr(args, "max_queries", None),
                             pooled=pooled)
     if chosen is not None:
         keep = set(chosen)
@@ -103,6 +121,71 @@ def load_collection(args) -> tuple[Any, pd.DataFrame | None]:
     return col, pools
 
 
+def _irds(args) -> bool:
+    from rcp_jax.data.irds import PREFIX
+
+    return bool(getattr(args, "dataset", None)) and str(args.dataset).startswith(PREFIX)
+
+
+def collection_name(args) -> str:
+    """``--name``, else the source's: the --dataset folder's name or irds id, the --rows / --corpus file's stem."""
+    if getattr(args, "name", None):
+        return args.name
+    if _irds(args):
+        return str(args.dataset).removeprefix("irds:")
+    if getattr(args, "dataset", None):
+        return args.dataset.name
+    if getattr(args, "rows", None):
+        return args.rows.stem
+    name = args.corpus.name.removesuffix(".gz")
+    return name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
+
+
+def _topics_file(args) -> tuple[Path, str | None]:
+    """The queries file of --corpus (--topics, or a --queries FILE with texts) and the --queries subset left."""
+    from rcp_jax.data.trec_text import read_topics
+
+    if args.topics:
+        return args.topics, getattr(args, "queries", None)
+    spec = getattr(args, "queries", None)
+    if spec and Path(spec).is_file():
+        try:
+            read_topics(spec, field=args.topic_field)
+        except DataError as e:
+            raise DataError(f"--corpus needs its queries: --topics FILE; --queries {spec} is not a queries file with "
+                            f"texts ({e}); with --corpus, --queries FILE is read as the topics only when it is one"
+                            ) from None
+        return Path(spec), None
+    raise DataError("--corpus needs its queries: give --topics FILE (TREC topics, qid<TAB>text lines, or a queries "
+                    "table with query_id, text)")
+
+
+def read_collection(args):
+    """(Collection, the --queries subset still to apply) from exactly one of --dataset / --rows / --corpus, with
+    --qrels replacing the source's qrels; every document kept (``missing_text="keep"``)."""
+    from rcp_jax import data
+
+    corpus = getattr(args, "corpus", None)
+    given = [f for f, v in (("--dataset", args.dataset), ("--rows", args.rows), ("--corpus", corpus)) if v]
+    if len(given) != 1:
+        raise DataError("give exactly one of --dataset (a BEIR folder or irds:<id>), --rows (a JSONL rows file) or "
+                        "--corpus (a documents file or folder, with --topics)"
+                        + (f"; got {' and '.join(given)}" if given else ""))
+    subset = getattr(args, "queries", None)
+    if getattr(args, "topics", None) and not corpus:
+        raise DataError("--topics is the queries file of --corpus; a --dataset or --rows collection has its queries")
+    if corpus:
+        topics, subset = _topics_file(args)
+        col = data.load_collection(corpus, topics=topics, topic_field=args.topic_field, missing_text="keep")
+    elif _irds(args):
+        col = data.read_irds(str(args.dataset), missing_text="keep")
+    elif args.dataset:  # --qrels FILE replaces the dataset's qrels: their split is then not read at all
+        col = data.read_beir(args.dataset, split=args.split, missing_text="keep", strict=False, labels=not args.qrels)
+    else:
+        col = data.read_rows(args.rows, missing_text="keep")
+    return col, subset
+
+
 def labelled_queries(queries: pd.DataFrame, qrels: pd.DataFrame | None) -> list[str]:
     """The ids of ``queries`` (in their order) that have at least one qrel row (any grade)."""
     if qrels is None or not len(qrels):
@@ -120,8 +203,12 @@ def label_note(col, args) -> str | None:
     if not labelled:
         if getattr(args, "qrels", None):
             where = f"--qrels {args.qrels} holds no qrel of the selected queries"
+        elif _irds(args):
+            where = f"{args.dataset} has no qrels"
         elif getattr(args, "dataset", None):
             where = f"{args.dataset} has no qrels/ folder"
+        elif getattr(args, "corpus", None):
+            where = "no --qrels given with --corpus"
         else:
             where = f"{args.rows} carries no qrels"
         return (f"unlabelled collection ({where}): no human labels, so qrel figures (qrel-nDCG, positive recall, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rcp_jax.cli._common import add_collection_args, emit, latent_from_qrels, load_collection, make_judge, pipeline_input
+from rcp_jax.cli._common import add_collection_args, collection_name, emit, latent_from_qrels, load_collection, make_judge, pipeline_input
 from rcp_jax.cli._paths import folder
 from rcp_jax.errors import DataError
 
@@ -37,9 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _texts(args):
     """(documents, queries, latent for simulated judges) of the collection the calibration was fitted on."""
-    if args.dataset or args.rows:
+    if args.dataset or args.rows or getattr(args, "corpus", None):
         col, pools = load_collection(args)
-        name = args.name or (args.dataset.name if args.dataset else args.rows.stem)
+        name = collection_name(args)
         collection = pipeline_input(col, pools, name)
         latent = latent_from_qrels(collection.pools, collection.qrels, args.seed)
         return collection.documents, collection.queries, latent

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rcp_jax.cli._common import (
-    add_collection_args, add_judge_args, emit, latent_from_qrels, load_collection, make_judge, pipeline_input,
+    add_collection_args, add_judge_args, collection_name, emit, latent_from_qrels, load_collection, make_judge, pipeline_input,
 )
 
 NAME = "doctor"
@@ -97,9 +97,9 @@ class Probe:
 
 def _collection(args):
     """(PipelineInput, latent relevance or None): the given collection, or the embedded demo."""
-    if args.dataset or args.rows:
+    if args.dataset or args.rows or getattr(args, "corpus", None):
         col, pools = load_collection(args)
-        name = args.name or (args.dataset.name if args.dataset else args.rows.stem)
+        name = collection_name(args)
         collection = pipeline_input(col, pools, name)
         latent = latent_from_qrels(collection.pools, collection.qrels, args.seed) if args.model == "simulated" else None
         return collection, latent
@@ -447,7 +447,7 @@ def run(args) -> int:
     if args.pairs < 1:
         raise DataError(f"--pairs must be >= 1, got {args.pairs}")
     collection, latent = _collection(args)
-    demo = not (args.dataset or args.rows)
+    demo = not (args.dataset or args.rows or getattr(args, "corpus", None))
     source = ("the embedded demo (no --dataset or --rows given: pass your collection to check the judge on your "
               "own documents)" if demo else f"{collection.dataset} ({len(collection.pools)} pooled queries)")
     windows = _windows(collection, args.query, args.seed, args.pairs)
@@ -473,7 +473,7 @@ def run(args) -> int:
                   f"verdict: {line}", *[f"next: {a}" for a in advice]]
     payload = {
         "ok": ok, "verdict": line, "next": advice, "model": args.model, "api_base": args.api_base,
-        "collection": "demo" if demo else ("dataset" if args.dataset else "rows"), "collection_note": source,
+        "collection": "demo" if demo else ("dataset" if args.dataset else "rows" if args.rows else "corpus"), "collection_note": source,
         "structured_output": first["structured_output"], "max_tokens": first["max_tokens"],
         "query_id": windows[0].query_id, "dataset": collection.dataset,
         "seconds": round(sum(r["seconds"] for r in reports), 3),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rcp_jax.cli._common import add_judge_args, emit, stderr
+from rcp_jax.cli._common import add_judge_args, add_source_args, emit, read_collection, stderr
 from rcp_jax.cli._paths import folder
 
 NAME = "extend"
@@ -34,12 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--placements", type=float, default=12.0,
                    help="tournament windows per new document, each with 5 new documents and 5 anchors (default 12)")
     g = p.add_argument_group("collection", "the texts of the queries, the new documents and the anchors")
-    g.add_argument("--dataset", type=Path,
-                   help="BEIR folder (corpus.jsonl, queries.jsonl[, qrels/<split>.tsv]; without qrels/ it is an "
-                        "unlabelled collection: no qrel figures); give this or --rows (default: none)")
-    g.add_argument("--rows", type=Path,
-                   help="JSONL rows: one query per line with query_id, query, doc_ids, docs[, qrels]; give this or "
-                        "--dataset (default: none)")
+    add_source_args(g)
     g.add_argument("--pools", type=Path, default=None,
                    help="the pools file the store was judged with; needed by --model simulated (its latent relevance "
                         "comes from the qrels and the pools) (default: none)")
@@ -55,16 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _texts(args):
-    """(queries {id: text}, documents {id: text}, collection) from --dataset / --rows."""
+    """(queries {id: text}, documents {id: text}, collection) from --dataset / --rows / --corpus."""
     from rcp_jax import data
-    from rcp_jax.errors import DataError
 
-    if bool(args.dataset) == bool(args.rows):
-        raise DataError("give exactly one of --dataset (a BEIR folder) or --rows (a JSONL rows file): the judge "
-                        "needs the texts of the queries and documents")
-    col = (data.read_beir(args.dataset, split=args.split, missing_text="keep", strict=False,
-                          labels=not args.qrels) if args.dataset
-           else data.read_rows(args.rows, missing_text="keep"))
+    col, _ = read_collection(args)
     if args.qrels:
         import dataclasses
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from rcp_jax.cli._common import (
-    add_collection_args, add_judge_args, emit, latent_from_qrels, load_collection, make_judge, pipeline_input, stderr,
+    add_collection_args, add_judge_args, collection_name, emit, latent_from_qrels, load_collection, make_judge, pipeline_input, stderr,
 )
 from rcp_jax.cli._paths import folder
 
@@ -73,7 +73,7 @@ def run(args) -> int:
     from rcp_jax.pipeline import flag_notes, judge_collection_sync
 
     col, pools = load_collection(args)
-    name = args.name or (args.dataset.name if args.dataset else args.rows.stem)
+    name = collection_name(args)
     collection = pipeline_input(col, pools, name)
     latent = latent_from_qrels(collection.pools, collection.qrels, args.seed) if args.model == "simulated" else None
     judge = make_judge(args, latent)

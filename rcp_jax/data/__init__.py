@@ -27,7 +27,10 @@ File formats (``fmt=``; detected from the extension, optionally followed by ``.g
 
 Collections: :func:`read_beir` reads a BEIR folder (``corpus.jsonl``, ``queries.jsonl``,
 ``qrels/<split>.tsv``); :func:`read_rows` reads JSONL rows, one query per line with ``query_id, query,
-doc_ids, docs[, qrels][, excluded]`` (the rows are the query's pool, in order).
+doc_ids, docs[, qrels][, excluded]`` (the rows are the query's pool, in order). TREC files are read as
+they are: :func:`read_trec_docs` (SGML ``<DOC>`` files, ``.gz``, or a folder of them) and :func:`read_topics`
+(``<top>`` topics, ``qid<TAB>text`` lines, or a queries table); :func:`read_irds` reads an ir_datasets
+dataset (``irds:<id>``, downloaded on first use); :func:`load_collection` takes any of these sources.
 
 Policies: a pool of one document is allowed with a :class:`PoolWarning` (it can be rubric-judged but
 has no tournament); an empty pool is an error. A document with neither text nor title has "missing
@@ -58,7 +61,10 @@ from __future__ import annotations
 from rcp_jax.data.collection import Collection, read_beir, read_corpus, read_queries, read_rows
 from rcp_jax.data.formats import FORMATS, detect_format
 from rcp_jax.data.pool_checks import PoolWarning, check_pools, check_pools_against_collection, check_run_against_pools
+from rcp_jax.data.irds import read_irds
 from rcp_jax.data.run_files import concat_runs, read_pools, read_qrels, read_run, write_pools, write_qrels, write_run
+from rcp_jax.data.sources import load_collection
+from rcp_jax.data.trec_text import read_topics, read_trec_docs
 
 __all__ = [
     "FORMATS",
@@ -73,6 +79,10 @@ __all__ = [
     "read_queries",
     "read_beir",
     "read_rows",
+    "read_trec_docs",
+    "read_topics",
+    "read_irds",
+    "load_collection",
     "write_run",
     "write_qrels",
     "write_pools",
