@@ -67,7 +67,9 @@ def test_trec_collection_goes_end_to_end(trec_flow):
     board = json.loads(trec_flow["evaluate"][0])
     assert board["queries"] == 4 and board["qrels"]["qrel_queries"] == 4  # the TREC qrels label every topic
     scores = board["systems"]["rrf"]
-    assert set(scores) == {"rcp_ndcg", "count_ndcg", "qrel_ndcg"} and all(0 < v <= 1 for v in scores.values())
+    # the three nDCGs, and with qrels the standard measures through ir_measures (evaluate's default --measures)
+    assert set(scores) == {"rcp_ndcg", "count_ndcg", "qrel_ndcg", "P@10", "RR", "AP", "R@100"}
+    assert all(0 <= v <= 1 for v in scores.values()) and all(scores[m] > 0 for m in ("rcp_ndcg", "count_ndcg", "qrel_ndcg"))
 
 
 def test_irds_dataset_pools(tmp_path):
