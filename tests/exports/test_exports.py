@@ -1,5 +1,5 @@
 """rcp_jax.exports on a simulated calibration: each format's content, and the integer-scaled qrels scored by
-pytrec_eval, ir_measures and ranx equal RCP-nDCG@10 (independent implementations of nDCG)."""
+pytrec_eval, ir_measures and ranx equal RCP-nDCG@10 (independent implementations of nDCG; ranx is slow)."""
 
 from __future__ import annotations
 
@@ -70,23 +70,37 @@ def check_tools_agree(cal, run, path) -> None:
         agg = ir_measures.calc_aggregate([ir_measures.nDCG @ 10], qrels, irm_run)[ir_measures.nDCG @ 10]
         assert agg == pytest.approx(np.mean([v for (s, _), v in ours.items() if s == system]), abs=1e-6)
 
+
+
+def check_ranx_agrees(cal, run, path) -> None:
+    """ranx reads the exported integer qrels back unchanged, and its ndcg@10 equals RCP-nDCG@10 per query."""
     ranx = pytest.importorskip("ranx")
-    rq = ranx.Qrels.from_file(str(path), kind="trec")
     table = exports.trec_qrels_table(cal)
+    exports.write_trec_qrels(table, path)
+    run = untied(run)
+    ours = rcp_per_query(run, cal)
+    rq = ranx.Qrels.from_file(str(path), kind="trec")
     back = {(q, d): g for q, docs in rq.to_dict().items() for d, g in docs.items()}
     assert back == {(q, d): int(g) for q, d, g in zip(table["query_id"], table["doc_id"], table["grade"])}
     for system, rows in run.groupby("system"):
-        rr = ranx.Run.from_df(rows[["query_id", "doc_id", "score"]].rename(
-            columns={"query_id": "q_id", "doc_id": "doc_id", "score": "score"}), q_id_col="q_id", doc_id_col="doc_id",
-            score_col="score")
-        per = ranx.evaluate(rq, rr, "ndcg@10", return_mean=False, make_comparable=True)
+        r: dict = {}
+        for q, d, s in zip(rows["query_id"], rows["doc_id"], rows["score"]):
+            r.setdefault(str(q), {})[str(d)] = float(s)
+        per = ranx.evaluate(rq, ranx.Run.from_dict(r), "ndcg@10", return_mean=False, make_comparable=True)
         got = dict(zip(rq.keys(), per))
+        assert set(got) == {q for s, q in ours if s == system}
         assert max(abs(ours[(system, q)] - v) for q, v in got.items()) < 1e-6
 
 
 def test_integer_qrels_give_rcp_ndcg_in_pytrec_eval_ir_measures_and_ranx(simulated, tmp_path):
     cal, run = simulated
     check_tools_agree(cal, run, tmp_path / "qrels.txt")
+
+
+@pytest.mark.slow  # ranx's numba kernels compile for ~50 s in a fresh process (tests/metrics/test_ndcg.py says so too)
+def test_ranx_reads_the_integer_qrels_without_loss_and_scores_rcp_ndcg(simulated, tmp_path):
+    cal, run = simulated
+    check_ranx_agrees(cal, run, tmp_path / "qrels.txt")
 
 
 def test_trec_grades_are_the_scaled_gains(simulated):
