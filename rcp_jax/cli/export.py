@@ -12,7 +12,7 @@ HELP = "write a fitted calibration's gains for other tools: float gains table, i
 
 _FORMAT_HELP = (
     "gains: query_id, doc_id, gain, count_gain (+ gain_mean, gain_lo, gain_hi, interval with a posterior) as "
-    ".csv/.tsv/.parquet by --out's extension; trec: `query_id 0 doc_id grade` with grade = round(gain * 10^9) "
+    ".csv/.tsv/.parquet by --out's extension; trec: `query_id 0 doc_id grade` with grade = round(gain * --scale) "
     "(at least 1) for trec_eval, pytrec_eval, ir_measures, ranx; mteb: the BEIR/MTEB qrels layout, a TSV with "
     "header query-id, corpus-id, score holding the float gains; draws: the posterior draws of the gains, long "
     "(draw, query_id, doc_id, gain) as .csv/.tsv/.parquet (needs a posterior: `rcp-jax fit --method "
@@ -30,8 +30,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         ".parquet (.csv.gz/.tsv.gz too)")
     p.add_argument("--draws", type=int, default=None, metavar="N",
                    help="--format draws: keep N posterior draws, evenly spaced (default: all)")
+    p.add_argument("--scale", type=int, default=None, metavar="S",
+                   help="--format trec: grade = round(gain * S) (default 1000000: six decimals; trec_eval's nDCG "
+                        "allocates one entry per grade level, so 10^9 costs ~7 GB and ~5 s a query)")
     p.add_argument("--header", action="store_true",
-                   help="--format trec: add a first line `# ... grade = round(gain * 1000000000) ...` naming the scale "
+                   help="--format trec: add a first line `# ... grade = round(gain * S) ...` naming the scale "
                         "(default: off, because pytrec_eval, ir_measures and ranx refuse a comment line and trec_eval "
                         "expects four fields a line)")
 
@@ -48,8 +51,8 @@ def run(args) -> int:
     has_posterior = (post_dir / "posterior.json").is_file()
     if args.draws is not None and args.format != "draws":
         raise DataError("--draws thins --format draws only; drop it or pass --format draws")
-    if args.header and args.format != "trec":
-        raise DataError("--header is for --format trec only; drop it")
+    if (args.header or args.scale is not None) and args.format != "trec":
+        raise DataError("--header and --scale are for --format trec only; drop them")
     if args.format == "draws" and not has_posterior:
         raise DataError(f"--format draws needs a posterior and {post_dir} holds none; fit one with `rcp-jax fit "
                         "--method nuts|svi|laplace --out ...`, or export --format gains")
@@ -72,14 +75,15 @@ def run(args) -> int:
         payload["interval"] = float(posterior.ci_prob) if posterior is not None else None
         what = "float gains" + (f" with {round(100 * posterior.ci_prob)}% posterior intervals" if posterior else "")
     elif args.format == "trec":
-        table = exports.trec_qrels_table(cal)
-        path = exports.write_trec_qrels(table, args.out, header=args.header)
-        payload["scale"] = exports.TREC_SCALE
-        raised = int((exports.gains_table(cal)["gain"] * exports.TREC_SCALE < 0.5).sum())
+        scale = exports.TREC_SCALE if args.scale is None else args.scale
+        table = exports.trec_qrels_table(cal, scale=scale)
+        path = exports.write_trec_qrels(table, args.out, header=args.header, scale=scale)
+        payload["scale"] = scale
+        raised = int((exports.gains_table(cal)["gain"] * scale < 0.5).sum())
         if raised:
-            notes.append(f"{raised} gain(s) below 0.5e-9 written as grade 1 (not 0, which trec_eval reads as "
+            notes.append(f"{raised} gain(s) below 0.5 / {scale} written as grade 1 (not 0, which trec_eval reads as "
                          "non-relevant)")
-        what = f"integer-scaled TREC qrels (grade = round(gain * {exports.TREC_SCALE}); divide by it for the gain)"
+        what = f"integer-scaled TREC qrels (grade = round(gain * {scale}); divide by {scale} for the gain)"
     elif args.format == "mteb":
         table = exports.mteb_qrels_table(cal)
         path = exports.write_mteb_qrels(table, args.out)
