@@ -82,6 +82,9 @@ def check_ranx_agrees(cal, run, path) -> None:
     rq = ranx.Qrels.from_file(str(path), kind="trec")
     back = {(q, d): g for q, docs in rq.to_dict().items() for d, g in docs.items()}
     assert back == {(q, d): int(g) for q, d, g in zip(table["query_id"], table["doc_id"], table["grade"])}
+    headed = exports.write_trec_qrels(table, path.with_name("headed.txt"), header=True)
+    with pytest.raises(ValueError):  # ranx refuses the optional header line too
+        ranx.Qrels.from_file(str(headed), kind="trec")
     for system, rows in run.groupby("system"):
         r: dict = {}
         for q, d, s in zip(rows["query_id"], rows["doc_id"], rows["score"]):
@@ -172,3 +175,16 @@ def test_ids_with_whitespace_are_refused(simulated, tmp_path):
     t.loc[0, "doc_id"] = "a b"
     with pytest.raises(DataError, match="'a b' holds whitespace"):
         exports.write_trec_qrels(t, tmp_path / "q.txt")
+
+
+def test_the_optional_header_line_is_refused_by_pytrec_eval_and_ir_measures(simulated, tmp_path):
+    """Why ``header`` is off by default: the readers split every line into four fields."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    ir_measures = pytest.importorskip("ir_measures")
+    cal, _ = simulated
+    path = exports.write_trec_qrels(exports.trec_qrels_table(cal), tmp_path / "q.txt", header=True)
+    assert path.read_text().startswith(f"# rcp-jax integer-scaled qrels: grade = round(gain * {exports.TREC_SCALE})")
+    with open(path) as fh, pytest.raises(ValueError):
+        pytrec_eval.parse_qrel(fh)
+    with pytest.raises(ValueError):
+        list(ir_measures.read_trec_qrels(str(path)))
