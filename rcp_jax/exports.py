@@ -1,5 +1,5 @@
-"""A fitted calibration in formats other tools read: float gains, integer-scaled TREC qrels, an MTEB/BEIR
-qrels table with float scores, and the posterior draws of the gains.
+"""A fitted calibration in formats other tools read: float gains, integer-scaled TREC qrels, the MTEB float-gain
+qrels layout, and the posterior draws of the gains.
 
 Every ``*_table`` function returns a DataFrame; every ``write_*`` function writes one file atomically (the
 file appears whole or not at all) and returns its path.
@@ -76,9 +76,9 @@ def trec_qrels_table(calibration: Calibration, *, scale: int = TREC_SCALE) -> pd
 
 
 def mteb_qrels_table(calibration: Calibration) -> pd.DataFrame:
-    """The BEIR/MTEB qrels layout ``query-id, corpus-id, score`` with the float gains as ``score``."""
+    """The MTEB float-gain layout ``query-id, corpus-id, gain``: BEIR's qrels columns, the float gain in the third."""
     g = gains_table(calibration)
-    return pd.DataFrame({"query-id": g["query_id"], "corpus-id": g["doc_id"], "score": g["gain"]})
+    return pd.DataFrame({"query-id": g["query_id"], "corpus-id": g["doc_id"], "gain": g["gain"]})
 
 
 def draws_table(posterior, *, draws: int | None = None) -> pd.DataFrame:
@@ -149,7 +149,7 @@ def write_table(table: pd.DataFrame, path) -> Path:
 
 
 def write_mteb_qrels(table: pd.DataFrame, path) -> Path:
-    """Write :func:`mteb_qrels_table` as a tab-separated file with the header ``query-id corpus-id score``."""
+    """Write :func:`mteb_qrels_table` as a tab-separated file with the header ``query-id corpus-id gain``."""
     from rcp_jax.data.formats import _write_table
 
     _check_ids(table, "query-id", "corpus-id")

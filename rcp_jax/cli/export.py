@@ -13,8 +13,8 @@ HELP = "write a fitted calibration's gains for other tools: float gains table, i
 _FORMAT_HELP = (
     "gains: query_id, doc_id, gain, count_gain (+ gain_mean, gain_lo, gain_hi, interval with a posterior) as "
     ".csv/.tsv/.parquet by --out's extension; trec: `query_id 0 doc_id grade` with grade = round(gain * --scale) "
-    "(at least 1) for trec_eval, pytrec_eval, ir_measures, ranx; mteb: the BEIR/MTEB qrels layout, a TSV with "
-    "header query-id, corpus-id, score holding the float gains; draws: the posterior draws of the gains, long "
+    "(at least 1) for trec_eval, pytrec_eval, ir_measures, ranx; mteb: the MTEB float-gain layout, a TSV with "
+    "header query-id, corpus-id, gain (BEIR's qrels columns, float gains in the third); draws: the posterior draws of the gains, long "
     "(draw, query_id, doc_id, gain) as .csv/.tsv/.parquet (needs a posterior: `rcp-jax fit --method "
     "nuts|svi|laplace`)"
 )
@@ -87,9 +87,9 @@ def run(args) -> int:
     elif args.format == "mteb":
         table = exports.mteb_qrels_table(cal)
         path = exports.write_mteb_qrels(table, args.out)
-        what = "MTEB/BEIR qrels layout with float scores"
-        notes.append("BEIR's GenericDataLoader reads the score column with int(): load this file with pandas or "
-                     "datasets, or use --format trec for integer grades")
+        what = "MTEB float-gain layout (query-id, corpus-id, gain)"
+        notes.append("the third column holds float gains: BEIR's GenericDataLoader reads it with int() and refuses "
+                     "them; load this file with pandas or datasets, or use --format trec for integer grades")
     else:
         table = exports.draws_table(posterior, draws=args.draws)
         path = exports.write_table(table, args.out)

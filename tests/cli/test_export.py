@@ -78,12 +78,12 @@ def test_gains_export_carries_the_posterior_intervals(fitted, tmp_path, cli):
     assert list(pd.read_csv(tmp_path / "g.csv").columns) == ["query_id", "doc_id", "gain", "count_gain"]
 
 
-def test_mteb_export_is_the_beir_layout_with_float_scores(fitted, tmp_path, cli):
+def test_mteb_export_is_the_float_gain_layout(fitted, tmp_path, cli):
     fit, _, _ = fitted
     code, _, _ = _export(cli, "--calibration", str(fit), "--format", "mteb", "--out", str(tmp_path / "test.tsv"))
     assert code == 0
     t = pd.read_csv(tmp_path / "test.tsv", sep="\t", dtype={"query-id": str, "corpus-id": str})
-    assert list(t.columns) == ["query-id", "corpus-id", "score"] and t["score"].between(0, 1, inclusive="neither").all()
+    assert list(t.columns) == ["query-id", "corpus-id", "gain"] and t["gain"].between(0, 1, inclusive="neither").all()
 
 
 def test_draws_export_thins_and_matches_the_posterior(fitted, tmp_path, cli):

@@ -140,7 +140,7 @@ def test_gains_and_mteb_tables_round_trip(simulated, tmp_path):
         assert np.array_equal(back["gain"].to_numpy(), cal.gains()["gain"].to_numpy())  # full precision
     path = exports.write_mteb_qrels(exports.mteb_qrels_table(cal), tmp_path / "qrels.tsv")
     lines = path.read_text().splitlines()
-    assert lines[0] == "query-id\tcorpus-id\tscore" and len(lines) == len(cal.gains()) + 1
+    assert lines[0] == "query-id\tcorpus-id\tgain" and len(lines) == len(cal.gains()) + 1
     q, d, s = lines[1].split("\t")
     assert (q, d, float(s)) == (cal.gains()["query_id"][0], cal.gains()["doc_id"][0], cal.gains()["gain"][0])
 
