@@ -89,20 +89,31 @@ def looks_like_trec_docs(path: str | Path) -> bool:
     return bool(re.match(rb"\s*<DOC\s*>", head, re.IGNORECASE))
 
 
-def _parse_docs(path: Path, text: str, seen: dict[str, str]) -> tuple[list[dict], list[int]]:
-    records, lines, start = [], [], None
+def _tagged_blocks(path: Path, text: str, tag_pattern: re.Pattern, tag: str, noun: str):
+    """Yield ``(body, line)`` of every ``<tag> ... </tag>`` block of ``text`` (line: where it opens), refusing an
+    unclosed block or a stray close tag with the file and line."""
     _line = _Lines(text)
-    for m in _DOC_TAG.finditer(text):
-        closing = m.group(1) == "/"
-        if not closing:
+    start = None
+    for m in tag_pattern.finditer(text):
+        if m.group(1) != "/":
             if start is not None:
-                raise DataError(f"{path}:{_line(start)}: <DOC> is not closed (another <DOC> opens at line "
-                                f"{_line(m.start())}); close every document with </DOC>")
+                raise DataError(f"{path}:{_line(start)}: <{tag}> is not closed (another <{tag}> opens at line "
+                                f"{_line(m.start())}); close every {noun} with </{tag}>")
             start, body_from = m.start(), m.end()
             continue
         if start is None:
-            raise DataError(f"{path}:{_line(m.start())}: </DOC> without an open <DOC>")
-        body, where = text[body_from:m.start()], f"{path}:{_line(start)}"
+            raise DataError(f"{path}:{_line(m.start())}: </{tag}> without an open <{tag}>")
+        yield text[body_from:m.start()], _line(start)
+        start = None
+    if start is not None:
+        raise DataError(f"{path}:{_line(start)}: <{tag}> is not closed at the end of the file; close every "
+                        f"{noun} with </{tag}>")
+
+
+def _parse_docs(path: Path, text: str, seen: dict[str, str]) -> tuple[list[dict], list[int]]:
+    records, lines = [], []
+    for body, line in _tagged_blocks(path, text, _DOC_TAG, "DOC", "document"):
+        where = f"{path}:{line}"
         docno = _DOCNO.search(body)
         if docno is None or not _clean(docno.group(1)):
             raise DataError(f"{where}: a <DOC> without a <DOCNO> id; every document needs <DOCNO> id </DOCNO>")
@@ -119,11 +130,7 @@ def _parse_docs(path: Path, text: str, seen: dict[str, str]) -> tuple[list[dict]
                 rest = re.sub(rf"<{tag}\b[^>]*>.*?</{tag}\s*>", " ", rest, flags=re.IGNORECASE | re.DOTALL)
             parts = [rest]
         records.append({"doc_id": doc_id, "title": title, "text": " ".join(_clean(p) for p in parts).strip()})
-        lines.append(_line(start))
-        start = None
-    if start is not None:
-        raise DataError(f"{path}:{_line(start)}: <DOC> is not closed at the end of the file; close every "
-                        "document with </DOC>")
+        lines.append(line)
     return records, lines
 
 
@@ -187,20 +194,11 @@ def _topic_text(sections: dict[str, str], field: str) -> str:
 
 
 def _parse_topics(path: Path, text: str, field: str) -> pd.DataFrame:
-    records, lines, start = [], [], None
-    _line = _Lines(text)
-    for m in _TOP_TAG.finditer(text):
-        if m.group(1) != "/":
-            if start is not None:
-                raise DataError(f"{path}:{_line(start)}: <top> is not closed (another <top> opens at line "
-                                f"{_line(m.start())}); close every topic with </top>")
-            start, body_from = m.start(), m.end()
-            continue
-        if start is None:
-            raise DataError(f"{path}:{_line(m.start())}: </top> without an open <top>")
-        where = f"{path}:{_line(start)}"
+    records, lines = [], []
+    for body, line in _tagged_blocks(path, text, _TOP_TAG, "top", "topic"):
+        where = f"{path}:{line}"
         sections: dict[str, str] = {}
-        for s in _TOPIC_SECTION.finditer(text[body_from:m.start()]):
+        for s in _TOPIC_SECTION.finditer(body):
             sections.setdefault(s.group(1).lower(), _clean(_SECTION_LABEL.sub("", s.group(2), count=1)))
         qid = sections.get("num", "")
         if not qid:
@@ -210,10 +208,7 @@ def _parse_topics(path: Path, text: str, field: str) -> pd.DataFrame:
             raise DataError(f"{where}: topic {qid!r} has no {field} text; give it one, or read another field "
                             f"({', '.join(f for f in TOPIC_FIELDS if f != field)})")
         records.append({"query_id": qid, "text": query})
-        lines.append(_line(start))
-        start = None
-    if start is not None:
-        raise DataError(f"{path}:{_line(start)}: <top> is not closed at the end of the file")
+        lines.append(line)
     return _checked(pd.DataFrame.from_records(records, columns=["query_id", "text"]), lines, path)
 
 

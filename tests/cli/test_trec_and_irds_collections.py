@@ -8,8 +8,6 @@ here over local files (no network); and the option errors of ``--corpus`` / ``--
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 from pathlib import Path
 
@@ -18,24 +16,11 @@ import pytest
 
 from rcp_jax.cli import main
 from rcp_jax.cli._common import collection_name
+from tests.helpers.cli_io import cli, ok
 from tests.helpers.trec_collection import TOPICS, register_irds, write_trec
 
 pytest.importorskip("ir_datasets")
 DEPTH = 4
-
-
-def cli(*argv) -> tuple[int, str, str]:
-    """One ``rcp-jax`` command in this process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
-
-
-def ok(result: tuple[int, str, str]) -> tuple[str, str]:
-    code, out, err = result
-    assert code == 0, err
-    return out, err
 
 
 @pytest.fixture(scope="module")

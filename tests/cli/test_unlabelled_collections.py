@@ -11,8 +11,6 @@ written here (and ranx's), and two run files with one TREC tag.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
@@ -27,6 +25,7 @@ from rcp_jax import data
 from rcp_jax.cli import main
 from rcp_jax.errors import DataError
 from rcp_jax.judging import SimulatedJudge
+from tests.helpers.cli_io import cli, ok
 
 TOPICS = {  # query id -> (query text, topic words, the first the most telling)
     "q1": ("solar panel efficiency", ["solar", "panel", "efficiency", "photovoltaic", "sunlight"]),
@@ -54,20 +53,6 @@ def make_beir(folder: Path, qrels: list[tuple[str, str, int]] | None = None) -> 
         rows = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{g}" for q, d, g in qrels]
         (folder / "qrels" / "test.tsv").write_text("\n".join(rows) + "\n")
     return folder
-
-
-def cli(*argv) -> tuple[int, str, str]:
-    """One ``rcp-jax`` command in this process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
-
-
-def ok(result: tuple[int, str, str]) -> tuple[str, str]:
-    code, out, err = result
-    assert code == 0, err
-    return out, err
 
 
 @pytest.fixture(scope="module")
