@@ -103,11 +103,12 @@ class ReplicatedComparison:
 
 def replicate(bench: SimulatedBenchmark, rng: np.random.Generator, fraction: float, *, scheme: str = "random",
               level: float = 0.9, first_share: float = 0.5, uniform_share: float = 0.2,
-              use_judge_sd: bool = True) -> ReplicatedComparison:
+              use_judge_sd: bool = True, target: str = "benchmark") -> ReplicatedComparison:
     """Label ``fraction`` of the queries in every replication and estimate every pair's human difference.
 
     ``scheme``: ``random`` (a simple random sample) or ``active`` (``first_share`` of the budget as a simple
     random sample, the rest drawn with :func:`inclusion_probabilities` from the residuals predicted on it).
+    ``target``: passed to the estimators; ``truth`` (and ``covered``) stay the benchmark mean.
     """
     y_all = bench.differences(bench.human)
     f = bench.differences(bench.judge)
@@ -117,8 +118,8 @@ def replicate(bench: SimulatedBenchmark, rng: np.random.Generator, fraction: flo
     if scheme == "random":
         mask = random_labels(rng, (r, n), budget)[:, None, :]
         y = np.where(mask, y_all, np.nan)
-        anchored = anchored_mean(y, f, level=level)
-        human = human_only_mean(y, level=level)
+        anchored = anchored_mean(y, f, level=level, target=target)
+        human = human_only_mean(y, level=level, target=target)
         labels = mask[:, 0].sum(-1).astype(float)
     elif scheme == "active":
         n0 = int(round(first_share * budget))
@@ -137,8 +138,8 @@ def replicate(bench: SimulatedBenchmark, rng: np.random.Generator, fraction: flo
         batch = np.where(first[:, 0], 0, np.where(drawn, 1, -1))[:, None, :]
         y = np.where(batch >= 0, y_all, np.nan)
         pib = np.where(first[:, 0], 1.0, pi)[:, None, :]
-        anchored = anchored_mean(y, f, pib, batch=batch, level=level)
-        human = human_only_mean(y, pib, batch=batch, level=level)
+        anchored = anchored_mean(y, f, pib, batch=batch, level=level, target=target)
+        human = human_only_mean(y, pib, batch=batch, level=level, target=target)
         labels = (batch[:, 0] >= 0).sum(-1).astype(float)
     else:
         raise ValueError(f"unknown scheme {scheme!r}")
