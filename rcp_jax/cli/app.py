@@ -50,7 +50,8 @@ from pathlib import Path
 
 from rcp_jax import __version__
 
-VERBS = ("demo", "pool", "judge", "doctor", "fit", "evaluate", "compare", "diagnose", "compare_lists", "extend")
+VERBS = ("demo", "pool", "judge", "doctor", "fit", "evaluate", "compare", "diagnose", "compare_lists", "extend",
+         "anchor", "plan_labels")
 
 #: Exit codes (see the module docstring and ``rcp-jax --help``).
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_JUDGE_FAILED = 0, 1, 2, 3
