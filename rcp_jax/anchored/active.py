@@ -5,8 +5,8 @@ inference (Zrnic & Candes 2024): the variance of the Horvitz-Thompson difference
 ``sum_i (1 - pi_i)/pi_i r_ip^2 / N^2`` (``r_ip`` the human-minus-judge residual of query i), so the
 probabilities that minimise the sum of the undecided pairs' variances, each relative to its current variance
 ``V_p``, under an expected budget ``sum_i pi_i = B`` are ``pi_i ~ sqrt(sum_p r_ip^2 / V_p)``. The residuals
-of unlabelled queries are unknown: they are predicted by a least-squares line of ``|r|`` on ``|f|`` (and on
-any extra per-query feature, such as the judge's own posterior sd) fitted on the labelled queries. The
+of unlabelled queries are unknown: they are predicted by a least-squares line of ``r^2`` on ``f^2`` (and on the
+square of any extra per-query feature, such as the judge's own posterior sd) fitted on the labelled queries. The
 probabilities are mixed with uniform (share ``uniform_share``) so that no query's probability is tiny (large
 weights make the interval unstable) and capped at 1.
 """
@@ -27,8 +27,8 @@ def predicted_residual_scale(y, f, extra=None) -> np.ndarray:
         extra: float[..., N] or None, another per-query feature of the residual's size (e.g. the judge's sd).
 
     Returns:
-        float[..., N] >= 0: the fitted line of ``|r|`` on ``1, |f|[, extra]`` evaluated on every query, floored at a
-        tenth of the labelled queries' mean ``|r|``.
+        float[..., N] >= 0: the square root of the least-squares line of ``r^2`` on ``1, f^2[, extra^2]`` (slopes
+        kept non-negative) on every query, floored at a tenth of the labelled queries' root-mean-square ``r``.
     """
     y = np.asarray(y, dtype=np.float64)
     f = np.broadcast_to(np.asarray(f, dtype=np.float64), y.shape)
@@ -42,18 +42,19 @@ def predicted_residual_scale(y, f, extra=None) -> np.ndarray:
     ym = y0.sum(-1) / n
     sxx = (w * (f - fm[..., None]) ** 2).sum(-1)
     lam = np.where(sxx > 0, (w * (f - fm[..., None]) * (y0 - ym[..., None])).sum(-1) / np.where(sxx > 0, sxx, 1), 0)
-    resid = np.abs(y0 - ym[..., None] - lam[..., None] * (f - fm[..., None]))
-    feats = [np.ones_like(f), np.abs(f)]
+    resid2 = (y0 - ym[..., None] - lam[..., None] * (f - fm[..., None])) ** 2
+    feats = [np.ones_like(f), f**2]
     if extra is not None:
-        feats.append(np.broadcast_to(np.asarray(extra, dtype=np.float64), y.shape))
+        feats.append(np.broadcast_to(np.asarray(extra, dtype=np.float64), y.shape) ** 2)
     x = np.stack(feats, -1)  # [..., N, K]
     xw = x * w[..., None]
-    gram = np.einsum("...nk,...nl->...kl", xw, x) + 1e-9 * np.eye(x.shape[-1])
-    rhs = np.einsum("...nk,...n->...k", xw, np.where(lab, resid, 0.0))
-    coef = np.linalg.solve(gram, rhs[..., None])[..., 0]
+    gram = np.einsum("...nk,...nl->...kl", xw, x) + 1e-12 * np.eye(x.shape[-1])
+    rhs = np.einsum("...nk,...n->...k", xw, np.where(lab, resid2, 0.0))
+    coef = np.maximum(np.linalg.solve(gram, rhs[..., None])[..., 0], 0.0)  # a variance: no negative slopes
+    coef[..., 0] = np.maximum(coef[..., 0], 0.0)
     pred = np.einsum("...nk,...k->...n", x, coef)
-    floor = 0.1 * (w * resid).sum(-1) / n
-    return np.maximum(pred, floor[..., None])
+    floor = 0.01 * (w * resid2).sum(-1) / n
+    return np.sqrt(np.maximum(pred, floor[..., None]))
 
 
 def pooled_scale(scale, variance, undecided=None) -> np.ndarray:

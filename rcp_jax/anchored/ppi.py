@@ -16,11 +16,14 @@ labelled), or of the mean in the superpopulation the queries were drawn from (``
 which adds the query-sampling variance ``S_y^2 / N``).
 
 **Estimator** (PPI++ of Angelopoulos et al. 2023/2024 in its finite-population form; with unequal
-probabilities it is the Horvitz-Thompson difference estimator of active inference, Zrnic & Candes 2024)::
+probabilities it is the difference estimator of active inference, Zrnic & Candes 2024, with the
+residuals' mean in ratio (Hajek) form)::
 
     g_i   = lam * f_i + c                                   (the judge, rescaled to the human metric)
-    theta = mean_i g_i + (1/N) sum_{i labelled} (y_i - g_i) / pi_i
-    var   = (1/N^2) sum_{i labelled, pi_i < 1} (1 - pi_i) / pi_i^2 (y_i - g_i)^2 * m / (m - p)
+    r_i   = y_i - g_i;  D = the labelled queries with pi_i < 1 (drawn by the design), K = those with pi_i = 1
+    rbar  = sum_D r_i / pi_i / sum_D 1 / pi_i                 (Hajek mean residual of the M = N - |K| drawable)
+    theta = mean_i g_i + (sum_K r_i + M rbar) / N
+    var   = (M / M_hat)^2 / N^2 sum_D (1 - pi_i) / pi_i^2 (r_i - rbar)^2 * m / (m - p),  M_hat = sum_D 1 / pi_i
 
 ``(lam, c)`` is the 1/pi-weighted least-squares fit of ``y`` on ``f`` over the labelled queries (the
 power-tuned lambda: it minimises the estimated variance; with a simple random sample, ``c`` cancels and
@@ -124,14 +127,22 @@ def _estimate(y, f, pi, *, slope: bool, level: float, target: str, fit_on=None) 
     lam, c = _fit_line(y0, f, w if fit_on is None else np.where(fit_on & lab, 1.0, 0.0), slope)
     g = lam[..., None] * f + c[..., None]
     resid = np.where(lab, y0 - g, 0.0)
-    estimate = g.mean(-1) + (resid / pi_safe).sum(-1) / big_n
-    design = lab & (pi_safe < 1.0)
+    known = lab & (pi_safe >= 1.0)
+    design = lab & ~known
     m = design.sum(-1)
     p = 2 if slope else 1
     dof = (m - p).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        terms = np.where(design, (1.0 - pi_safe) / pi_safe**2 * resid**2, 0.0)
-        var = terms.sum(-1) / big_n**2 * m / np.maximum(dof, 1.0)
+        # the drawn queries' mean residual as a ratio (Hajek) estimate over the M queries the design could draw:
+        # the random number of draws (Poisson sampling) then adds no variance
+        big_m = big_n - known.sum(-1)
+        m_hat = np.where(design, 1.0 / pi_safe, 0.0).sum(-1)
+        rbar = np.where(m_hat > 0, np.where(design, resid / pi_safe, 0.0).sum(-1) / m_hat, 0.0)
+        estimate = g.mean(-1) + (np.where(known, resid, 0.0).sum(-1) + big_m * rbar) / big_n
+        centred = np.where(design, resid - rbar[..., None], 0.0)
+        terms = np.where(design, (1.0 - pi_safe) / pi_safe**2 * centred**2, 0.0)
+        scale = np.where(m_hat > 0, big_m / m_hat, 1.0) ** 2
+        var = terms.sum(-1) * scale / big_n**2 * m / np.maximum(dof, 1.0)
         if target == "superpopulation":
             sw = w.sum(-1)
             ybar = (w * y0).sum(-1) / sw

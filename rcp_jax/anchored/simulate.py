@@ -49,7 +49,8 @@ class SimulatedBenchmark:
 
 def simulate_benchmark(rng: np.random.Generator, *, replications: int = 200, queries: int = 200, k: int = 10,
                        skill: float = 1.0, judge_noise: float = 0.35, systems: dict | None = None,
-                       interaction: float = 0.3, heterogeneity: float = 0.8) -> SimulatedBenchmark:
+                       interaction: float = 0.3, heterogeneity: float = 0.8,
+                       assessor_noise: float = 0.5) -> SimulatedBenchmark:
     """Draw ``replications`` independent benchmarks of ``queries`` queries (see the module docstring).
 
     ``skill`` 0 gives a judge blind to relevance (judge and human differences uncorrelated); ``judge_noise``
@@ -64,7 +65,7 @@ def simulate_benchmark(rng: np.random.Generator, *, replications: int = 200, que
     inter = rng.normal(0.0, interaction, size=(r, s, n, 1))
     z = difficulty + quality[None, :, None, None] + inter + rng.normal(0.0, 0.8, size=(r, s, n, k))
     z = -np.sort(-z, axis=-1)  # each system ranks its documents well
-    grades = np.clip(np.rint(z + rng.normal(0.0, 0.5, size=z.shape)), 0, 3)
+    grades = np.clip(np.rint(z + rng.normal(0.0, assessor_noise, size=z.shape)), 0, 3)
     discount = 1.0 / np.log2(np.arange(2, k + 2))
     human = ((2.0**grades - 1.0) * discount).sum(-1) / (7.0 * discount.sum())
     sd = judge_noise * np.exp(rng.normal(0.0, heterogeneity, size=(r, 1, n, 1)))
