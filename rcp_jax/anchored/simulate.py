@@ -100,6 +100,7 @@ class ReplicatedComparison:
     human_called: np.ndarray
     correlation: np.ndarray    # judge vs human differences on the labelled queries
     labels: np.ndarray         # float[R]: labels used
+    targeted: np.ndarray       # bool[R, P]: the pairs the active round aimed at (undecided after its first round)
 
 
 def replicate(bench: SimulatedBenchmark, rng: np.random.Generator, fraction: float, *, scheme: str = "random",
@@ -122,6 +123,7 @@ def replicate(bench: SimulatedBenchmark, rng: np.random.Generator, fraction: flo
         anchored = anchored_mean(y, f, level=level, target=target)
         human = human_only_mean(y, level=level, target=target)
         labels = mask[:, 0].sum(-1).astype(float)
+        undecided = np.ones((r, p), bool)
     elif scheme == "active":
         n0 = int(round(first_share * budget))
         first = random_labels(rng, (r, n), n0)[:, None, :]
@@ -153,4 +155,5 @@ def replicate(bench: SimulatedBenchmark, rng: np.random.Generator, fraction: flo
         human_covered=(human.low <= truth) & (truth <= human.high),
         human_called=(human.low > 0) | (human.high < 0),
         correlation=correlation_on_labelled(np.where(np.isfinite(y), y_all, np.nan), f), labels=labels,
+        targeted=np.where(undecided.any(-1, keepdims=True), undecided, True),
     )
