@@ -59,6 +59,9 @@ _EXPORTS: dict[str, str] = {
     # agreement with humans
     "load_contests": "human", "ContestSet": "human", "contest_verdicts": "human", "head_to_head": "human",
     "human_agreement_report": "human",
+    # human-anchored comparisons (prediction-powered inference)
+    "anchored_comparison": "anchored", "AnchoredComparison": "anchored", "plan_labels": "anchored",
+    "anchored_mean": "anchored",
 }
 
 #: public names that are subpackages themselves
@@ -84,6 +87,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from rcp_jax import data, schedule
+    from rcp_jax.anchored import AnchoredComparison, anchored_comparison, anchored_mean, plan_labels
     from rcp_jax.bayes import (
         Posterior,
         PosteriorMetrics,

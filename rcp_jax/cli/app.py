@@ -50,8 +50,8 @@ from pathlib import Path
 
 from rcp_jax import __version__
 
-VERBS = ("demo", "pool", "judge", "doctor", "fit", "evaluate", "export", "compare", "meta_evaluate", "diagnose",
-         "compare_lists", "extend")
+VERBS = ("demo", "pool", "judge", "doctor", "fit", "evaluate", "export", "compare", "meta_evaluate", "anchor",
+         "plan_labels", "diagnose", "compare_lists", "extend")
 
 #: Exit codes (see the module docstring and ``rcp-jax --help``).
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_JUDGE_FAILED = 0, 1, 2, 3

@@ -173,4 +173,5 @@ def qrel_coverage_line(table: pd.DataFrame, reference: str, empty: list[str]) ->
     if labelled == n:
         return None
     return (f"qrel-nDCG on {labelled} of {n} queries (the labelled ones, with a positive qrel); the other metrics on "
-            f"the queries every system has")
+            f"the queries every system has; `rcp-jax anchor` estimates the qrel-nDCG differences of all {n} queries "
+            f"from these labels and RCP-nDCG (prediction-powered inference)")

@@ -1,0 +1,55 @@
+"""``rcp-jax anchor`` and ``rcp-jax plan-labels`` on a per-query table shaped like `rcp-jax evaluate --out`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from rcp_jax.anchored.simulate import simulate_benchmark
+
+
+def _write(tmp_path, frac=0.3):
+    b = simulate_benchmark(np.random.default_rng(0), replications=1, queries=60)
+    lab = np.random.default_rng(1).random(60) < frac
+    rows = [{"system": name, "query_id": f"q{q}", "rcp_ndcg": b.judge[0, s, q], "count_ndcg": b.judge[0, s, q],
+             "qrel_ndcg": b.human[0, s, q] if lab[q] else np.nan}
+            for s, name in enumerate(b.systems) for q in range(60)]
+    path = tmp_path / "per_query.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path, b
+
+
+def test_anchor_prints_pairs_assumptions_and_draws_the_figure(cli, tmp_path):
+    path, _ = _write(tmp_path)
+    res = cli("anchor", str(path), "--figure", str(tmp_path / "pairs.png"))
+    assert res.returncode == 0, res.stderr
+    assert "anchored" in res.stdout and "assumptions:" in res.stdout and "simple random sample" in res.stdout
+    assert (tmp_path / "pairs.png").stat().st_size > 1000
+    res = cli("anchor", str(path), "--json")
+    payload = json.loads(res.stdout)
+    assert len(payload["pairs"]) == 6 and payload["n_queries"] == 60
+
+
+def test_plan_labels_then_anchor_with_the_plan(cli, tmp_path):
+    path, b = _write(tmp_path)
+    plan = tmp_path / "plan.csv"
+    res = cli("plan-labels", str(path), "--budget", "10", "--out", str(plan), "--json")
+    assert res.returncode == 0, res.stderr
+    chosen = json.loads(res.stdout)["selected"]
+    res = cli("anchor", str(path), "--plan", str(plan))
+    assert res.returncode == 2 and "no human label" in res.stderr
+    table = pd.read_csv(path, dtype={"query_id": str})
+    mask = table["query_id"].isin(chosen)
+    table.loc[mask, "qrel_ndcg"] = [b.human[0, "ABCD".index(r.system), int(r.query_id[1:])]
+                                    for r in table.loc[mask].itertuples()]
+    table.to_csv(path, index=False)
+    res = cli("anchor", str(path), "--plan", str(plan))
+    assert res.returncode == 0, res.stderr and "labelling plan" in res.stdout
+
+
+def test_missing_column_is_a_usage_error(cli, tmp_path):
+    path, _ = _write(tmp_path)
+    res = cli("anchor", str(path), "--judge", "nope")
+    assert res.returncode == 2 and "no column 'nope'" in res.stderr

@@ -1,0 +1,102 @@
+"""The PPI++ estimator against independent formulas (scipy, numpy.polyfit), and its table-level checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from rcp_jax import DataError, anchored_comparison, anchored_mean, plan_labels
+from rcp_jax.anchored import human_only_mean
+from rcp_jax.anchored.simulate import simulate_benchmark
+
+
+def _sample(n_all=60, n=15, seed=0):
+    rng = np.random.default_rng(seed)
+    f = rng.normal(size=n_all)
+    y_all = 0.5 + 1.7 * f + rng.normal(scale=0.4, size=n_all)
+    lab = np.zeros(n_all, bool)
+    lab[rng.choice(n_all, n, replace=False)] = True
+    return y_all, f, lab
+
+
+def test_human_only_is_the_textbook_finite_population_t_interval():
+    y_all, _, lab = _sample()
+    est = human_only_mean(np.where(lab, y_all, np.nan), level=0.9)
+    y, n, big_n = y_all[lab], lab.sum(), lab.size
+    se = np.sqrt((1 - n / big_n) * y.var(ddof=1) / n)
+    low, high = stats.t.interval(0.9, n - 1, loc=y.mean(), scale=se)
+    assert est.estimate == pytest.approx(y.mean())
+    assert (est.low, est.high) == pytest.approx((low, high))
+
+
+def test_anchored_is_ppi_plus_plus_with_the_least_squares_lambda():
+    y_all, f, lab = _sample()
+    est = anchored_mean(np.where(lab, y_all, np.nan), f, level=0.9)
+    lam, _ = np.polyfit(f[lab], y_all[lab], 1)
+    theta = lam * f.mean() + (y_all[lab] - lam * f[lab]).mean()
+    n, big_n = lab.sum(), lab.size
+    resid = y_all[lab] - lam * f[lab]
+    se = np.sqrt((1 - n / big_n) * resid.var(ddof=2) / n)
+    assert est.lam == pytest.approx(lam)
+    assert est.estimate == pytest.approx(theta)
+    assert est.se == pytest.approx(se)
+    assert est.high - est.estimate == pytest.approx(stats.t.ppf(0.95, n - 2) * se)
+
+
+def test_every_query_labelled_gives_the_exact_benchmark_mean():
+    y_all, f, _ = _sample()
+    est = anchored_mean(y_all, f)
+    assert est.estimate == pytest.approx(y_all.mean()) and est.width == 0
+
+
+def test_bad_probabilities_are_refused():
+    y_all, f, lab = _sample()
+    with pytest.raises(DataError, match="probability"):
+        anchored_mean(np.where(lab, y_all, np.nan), f, np.where(lab, 0.0, 0.5))
+
+
+def _table(frac=0.25, seed=0, queries=80):
+    b = simulate_benchmark(np.random.default_rng(seed), replications=1, queries=queries)
+    lab = np.random.default_rng(seed + 1).random(queries) < frac
+    rows = [{"system": name, "query_id": f"q{q}", "rcp_ndcg": b.judge[0, s, q],
+             "qrel_ndcg": b.human[0, s, q] if lab[q] else np.nan}
+            for s, name in enumerate(b.systems) for q in range(queries)]
+    return pd.DataFrame(rows), b
+
+
+def test_table_comparison_reports_systems_pairs_and_assumptions():
+    table, _ = _table()
+    comp = anchored_comparison(table)
+    assert list(comp.systems["system"]) == ["A", "B", "C", "D"] and len(comp.pairs) == 6
+    text = comp.to_text()
+    assert "simple random sample" in text and "inference target" in text
+    assert set(comp.pairs["verdict"]) <= {"undecided", "A better", "B better", "C better", "D better"}
+
+
+def test_partly_labelled_query_is_refused_with_its_id():
+    table, _ = _table()
+    i = table.index[table["qrel_ndcg"].notna()][0]
+    table.loc[i, "qrel_ndcg"] = np.nan
+    with pytest.raises(DataError, match="for some systems only"):
+        anchored_comparison(table)
+
+
+def test_a_plan_round_is_read_back_and_its_rules_enforced():
+    table, b = _table()
+    plan = plan_labels(table, 15, seed=3)
+    assert plan["pi"].sum() == pytest.approx(15) and set(plan["selected"]) <= {0, 1}
+    chosen = set(plan.loc[plan["selected"] == 1, "query_id"])
+    with pytest.raises(DataError, match="no human label"):
+        anchored_comparison(table, plan=plan)
+    labelled = table.copy()
+    mask = labelled["query_id"].isin(chosen)
+    labelled.loc[mask, "qrel_ndcg"] = [b.human[0, "ABCD".index(r.system), int(r.query_id[1:])]
+                                       for r in labelled.loc[mask].itertuples()]
+    comp = anchored_comparison(labelled, plan=plan)
+    assert comp.n_labelled == int(table["qrel_ndcg"].notna().sum() / 4) + len(chosen)
+    outside = plan.loc[plan["selected"] == 0, "query_id"].iloc[0]
+    labelled.loc[labelled["query_id"] == outside, "qrel_ndcg"] = 0.5
+    with pytest.raises(DataError, match="did not select"):
+        anchored_comparison(labelled, plan=plan)
