@@ -28,6 +28,8 @@ import numpy as np
 AUTO_NUTS_MAX_DOCS = 2_000
 #: Queries whose exact conditional posterior NUTS samples to check the block Laplace (0: no check).
 CHECK_QUERIES = 3
+#: The block Laplace's records in ``Draws.info`` (dicts of plain values) that ``save_posterior`` keeps.
+SAVED_INFO = ("newton", "nuts_check")
 #: Largest median gap (|endpoint difference| / exact interval width) the check accepts without a warning.
 CHECK_GAP_MAX = 0.1
 

@@ -823,7 +823,8 @@ def save_posterior(post: Posterior, folder) -> Path:
     atomic_write_bytes(folder / "draws.npz", buf.getvalue())
     for name, table in (("items", post.items), ("queries", post.queries), ("documents", post.documents)):
         atomic_write_csv(folder / f"{name}.csv", table)
-    info = {k: v for k, v in post.draws.info.items() if isinstance(v, (int, float, str, bool))}
+    info = {k: v for k, v in post.draws.info.items()
+            if isinstance(v, (int, float, str, bool)) or k in large.SAVED_INFO}  # the block Laplace's records
     atomic_write_json(folder / "posterior.json", {
         "format": _FORMAT, "method": post.method, "model": post.model, "ci_prob": post.ci_prob,
         "draws_method": post.draws.method, "draws_info": info, "settings": post.settings,
