@@ -266,22 +266,50 @@ def fit_block_laplace(data: Data, x0, g0, *, max_iter: int = 60, tol: float = 1e
             converged = True
             break
     _, grad, hess = _all_blocks(x, jnp.asarray(g, jnp.float32), data, batch_size)
-    chol_local, coupling, chol_items = _factor(hess, g, data)
-    info = {"iterations": it, "converged": converged, "objective": current, "max_step": step, "damping": damping}
+    chol_local, coupling, chol_items, ridged = _factor(hess, g, data)
+    info = {"iterations": it, "converged": converged, "objective": current, "max_step": step, "damping": damping,
+            "ridged_blocks": ridged}
     return BlockLaplace(x=x, g=g, chol_local=chol_local, coupling=coupling, chol_items=chol_items, info=info)
 
 
 def _factor(hess: jax.Array, g: np.ndarray, data: Data):
-    """The precision's factors at the mode: per-block Cholesky, couplings, the items' Schur complement."""
+    """The precision's factors at the mode: per-block Cholesky, couplings, the items' Schur complement, and how
+    many blocks needed a ridge."""
     m = hess.shape[1] - len(g)
     a, b = hess[:, :m, :m], hess[:, :m, m:]
-    chol = jnp.linalg.cholesky(a)
-    if not bool(jnp.all(jnp.isfinite(chol))):  # a block not positive definite at the mode: the smallest ridge
-        chol = jnp.linalg.cholesky(a + 1e-4 * jnp.trace(a, axis1=1, axis2=2)[:, None, None] / m * jnp.eye(m))
+    chol, ridged = _block_cholesky(a)
     coupling = jax.vmap(lambda l, r: jax.scipy.linalg.cho_solve((l, True), r))(chol, b)
     schur = (np.asarray(hess[:, m:, m:].sum(0), np.float64) + _prior_g(g, data.item_sd)[2]
              - np.einsum("qmg,qmh->gh", np.asarray(b, np.float64), np.asarray(coupling, np.float64)))
-    return chol, coupling, np.linalg.cholesky(0.5 * (schur + schur.T))
+    schur = 0.5 * (schur + schur.T)
+    try:
+        chol_items = np.linalg.cholesky(schur)
+    except np.linalg.LinAlgError:
+        chol_items = np.full_like(schur, np.nan)
+    if not np.all(np.isfinite(chol_items)):
+        raise FloatingPointError("block Laplace: the items' marginal precision (Schur complement) is not positive "
+                                 "definite at the mode; the posterior is not locally Gaussian in the items")
+    return chol, coupling, chol_items, ridged
+
+
+def _block_cholesky(a: jax.Array, attempts: int = 8) -> tuple[jax.Array, int]:
+    """Lower Cholesky factors of the blocks ``a`` float[Q, M, M]; a block that is not positive definite in float32
+    (rare, at a flat mode) gets the smallest ridge ``10^k * 1e-7 * mean diagonal`` that makes it so. Returns the
+    factors and how many blocks took a ridge."""
+    m = a.shape[-1]
+    chol = jnp.linalg.cholesky(a)
+    bad = ~jnp.all(jnp.isfinite(chol), axis=(1, 2))
+    ridged = int(bad.sum())
+    scale = jnp.trace(a, axis1=1, axis2=2) / m
+    for k in range(attempts):
+        if not bool(bad.any()):
+            break
+        ridge = (10.0**k) * 1e-7 * scale[:, None, None] * jnp.eye(m)
+        chol = jnp.where(bad[:, None, None], jnp.linalg.cholesky(a + ridge), chol)
+        bad = ~jnp.all(jnp.isfinite(chol), axis=(1, 2))
+    if bool(bad.any()):
+        raise FloatingPointError(f"block Laplace: {int(bad.sum())} query blocks are not positive definite at the mode")
+    return chol, ridged
 
 
 # --------------------------------------------------------------------------------------------------

@@ -69,9 +69,19 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
     x0 = np.concatenate([np.asarray(init["w"]), np.log(np.asarray(init["tau"]))[:, None],
                          np.asarray(init["alpha"])[:, None]], axis=1)
     g0 = np.concatenate([np.asarray(init["u"]), np.asarray(init["v"])])
-    fit = block_laplace.fit_block_laplace(data, x0, g0, progress=report)
+    try:
+        fit = block_laplace.fit_block_laplace(data, x0, g0, progress=report)
+    except FloatingPointError as exc:
+        from rcp_jax.errors import CalibrationError
+
+        raise CalibrationError(f"{exc}; fit this collection with method 'svi' (mean-field) or 'nuts'") from None
     raw = block_laplace.sample_block_laplace(fit, seed, num_samples, n_docs=inputs.n_docs)
     n, c = inputs.wins.shape[1], inputs.trials.shape[2]
+    if not np.all(np.isfinite(raw["x"])):
+        from rcp_jax.errors import CalibrationError
+
+        raise CalibrationError("block Laplace: non-finite draws (a query block's precision is near singular); fit "
+                               "this collection with method 'svi' (mean-field) or 'nuts'")
     info = {"num_chains": 1, "num_samples": num_samples, "seed": seed, "newton": fit.info,
             "fit_s": time.perf_counter() - start}
     if not fit.info["converged"]:
