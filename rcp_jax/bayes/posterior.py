@@ -581,7 +581,7 @@ def fit_posterior(
     bt_or_windows: pd.DataFrame | None,
     answers: pd.DataFrame,
     *,
-    method: str = "nuts",
+    method: str = "auto",
     model: str | None = None,
     ridge: float = irt.DEFAULT_RIDGE,
     bt_ridge: float = bradley_terry.DEFAULT_RIDGE,
@@ -607,7 +607,10 @@ def fit_posterior(
             ``query_id, window_id, doc_id, score`` (frozen: BT fitted here; or joint), or None
             (rubric-only).
         answers: one row per rubric placement: ``query_id, doc_id, C1..CK`` with 0/1 answers.
-        method: ``nuts`` (default), ``svi`` (AutoNormal; very large query sets), ``laplace``
+        method: ``auto`` (default: ``nuts`` up to :data:`rcp_jax.bayes.large.AUTO_NUTS_MAX_DOCS` documents, above
+            that ``block_laplace`` for the joint model and ``svi`` for the rubric-only one; the choice and its reason
+            in ``settings["auto"]``), ``nuts``, ``block_laplace`` (the joint model's Gaussian at its mode in
+            block-arrow form, :mod:`rcp_jax.bayes.large`; any size), ``svi`` (AutoNormal; very large query sets), ``laplace``
             (AutoLaplaceApproximation) or ``map`` (one "draw" at the posterior mode, no uncertainty).
         model: ``joint`` (default with window scores, except for ``method="map"``: its gain intervals
             cover at their nominal rate on noisy tournaments), ``frozen`` (default with BT scores, which
@@ -634,6 +637,8 @@ def fit_posterior(
             ``tau theta``, which the rubric pins) or ``theta`` (the BT scores). Same posterior; on noisy
             tournaments ``ability`` removes the tau / spread-of-theta ridge (min bulk ESS ~3x higher,
             R-hat < 1.01 at 4 x 500 draws after 1,000 warmup). MAP always uses the model's own ``theta`` coordinates.
+        check_queries: ``block_laplace`` only: queries whose exact conditional posterior NUTS samples to check the
+            approximation (``diagnostics["check_median_gap"]``); 0 skips the check.
         progress: a tqdm bar on stderr when it is a terminal: NUTS iterations per chain (warmup, then
             sampling), or SVI / Laplace optimisation steps.
 
