@@ -152,7 +152,7 @@ def fit_one(windows, answers, model: str, method: str, args, seed: int):
     kw = dict(model=model, method=method, seed=seed, num_samples=args.samples, warn=False)
     if method == "nuts":
         kw.update(num_warmup=args.warmup, num_chains=args.chains)
-    else:
+    elif method != "block_laplace":
         kw.update(svi_steps=args.svi_steps)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -186,6 +186,7 @@ def summarise(records: list[dict]) -> pd.DataFrame:
             "wrong_sign": int(g["wrong_sign_calls"].sum()),
             "max_rhat": g["max_rhat"].max(), "divergences": int(g["divergences"].sum()),
             "fit_s": g["fit_s"].median(),
+            "check_gap": g["check_median_gap"].median() if "check_median_gap" in g else np.nan,
         })
     return pd.DataFrame(rows)
 
@@ -218,7 +219,9 @@ def main(argv=None) -> int:
     p.add_argument("--noise", type=float, default=1.5, help="judge score noise SD (default 1.5: noisy)")
     p.add_argument("--placements", type=float, default=8.0, help="tournament placements per document (default 8)")
     p.add_argument("--models", nargs="+", default=["joint", "frozen"], choices=("joint", "frozen"))
-    p.add_argument("--methods", nargs="+", default=["nuts", "laplace", "svi"], choices=("nuts", "laplace", "svi"))
+    p.add_argument("--methods", nargs="+", default=["nuts", "laplace", "svi"],
+                   choices=("nuts", "laplace", "svi", "block_laplace"))
+    p.add_argument("--rubric-placements", type=float, default=6.7, help="rubric placements per document (default 6.7)")
     p.add_argument("--warmup", type=int, default=300)
     p.add_argument("--samples", type=int, default=300, help="draws per chain (NUTS) or from the guide")
     p.add_argument("--chains", type=int, default=4)
@@ -245,7 +248,8 @@ def main(argv=None) -> int:
         for i in range(args.datasets):
             seed = args.seed + i
             sim = simulate.simulate_judgements(seed, [args.docs] * args.queries, noise=args.noise,
-                                               tournament_placements=args.placements)
+                                               tournament_placements=args.placements,
+                                               rubric_placements=args.rubric_placements)
             windows, answers = collection_tables(sim)
             run = systems_run(sim, rcp_jax.fit_bradley_terry(windows, float64=True), seed)
             for model in args.models:
@@ -257,6 +261,7 @@ def main(argv=None) -> int:
                     fit_s = time.perf_counter() - t0
                     rec = {"dataset": i, "seed": seed, "model": model, "method": method, "fit_s": fit_s,
                            "max_rhat": post.diagnostics["max_rhat"], "divergences": post.diagnostics["divergences"],
+                           "check_median_gap": post.diagnostics.get("check_median_gap"),
                            **evaluate_fit(post, sim, run, n_bootstrap=args.bootstrap, seed=seed)}
                     done.append(rec)
                     with log.open("a") as f:

@@ -53,13 +53,15 @@ import numpy as np
 import pandas as pd
 
 from rcp_jax.models import bayes, bradley_terry, inference, irt
+from rcp_jax.bayes import large
 from rcp_jax.bayes.degenerate import informative_criteria, posterior_flags, rest_degenerate_criteria
 from rcp_jax.bayes.diagnostics import ess_bulk, ess_tail, rank_rhat
 from rcp_jax.calibration import Calibration, CalibrationWarning, validate_answers
 from rcp_jax.errors import CalibrationError, DataError
 from rcp_jax.tournament import validate_window_scores
 
-METHODS = ("map", "nuts", "svi", "laplace")
+METHODS = ("auto", "map", "nuts", "svi", "laplace", "block_laplace")
+
 #: What the frozen model's intervals mean (warned when it is fitted for intervals, printed by the CLI).
 FROZEN_NOTE = (
     "the frozen model treats the Bradley-Terry scores as exact, so its intervals hold the rubric and item "
@@ -456,6 +458,8 @@ def _diagnose(dt, draws: inference.Draws, model: str) -> dict:
            "divergences": int(draws.stats["diverging"].sum()) if draws.stats else 0}
     for key in ("max_rhat", "min_ess_bulk", "min_ess_tail", "max_rhat_gain", "min_ess_bulk_gain"):
         out[key] = np.nan
+    if draws.method == "block_laplace":  # no chains to compare: the Newton solve and the check against NUTS
+        out.update(large.block_diagnostics(draws.info))
     if draws.method != "nuts" or draws.num_draws < 4:
         return out
     posterior = dt["posterior"]
@@ -483,6 +487,7 @@ def _diagnose(dt, draws: inference.Draws, model: str) -> dict:
 
 def _warn_diagnostics(diag: dict) -> None:
     problems = []
+    problems.extend(large.block_problems(diag))
     if diag["divergences"]:
         problems.append(f"{diag['divergences']} divergent transitions (raise target_accept, e.g. 0.95)")
     if np.isfinite(diag["max_rhat"]) and diag["max_rhat"] > RHAT_MAX:
@@ -576,7 +581,7 @@ def fit_posterior(
     bt_or_windows: pd.DataFrame | None,
     answers: pd.DataFrame,
     *,
-    method: str = "nuts",
+    method: str = "auto",
     model: str | None = None,
     ridge: float = irt.DEFAULT_RIDGE,
     bt_ridge: float = bradley_terry.DEFAULT_RIDGE,
@@ -593,6 +598,7 @@ def fit_posterior(
     warn: bool = True,
     joint_param: str = "ability",
     progress: bool = False,
+    check_queries: int = large.CHECK_QUERIES,
 ) -> Posterior:
     """Bayesian RCP calibration: posterior of items, query calibrations and every gain.
 
@@ -601,7 +607,10 @@ def fit_posterior(
             ``query_id, window_id, doc_id, score`` (frozen: BT fitted here; or joint), or None
             (rubric-only).
         answers: one row per rubric placement: ``query_id, doc_id, C1..CK`` with 0/1 answers.
-        method: ``nuts`` (default), ``svi`` (AutoNormal; very large query sets), ``laplace``
+        method: ``auto`` (default: ``nuts`` up to :data:`rcp_jax.bayes.large.AUTO_NUTS_MAX_DOCS` documents, above
+            that ``block_laplace`` for the joint model and ``svi`` for the rubric-only one; the choice and its reason
+            in ``settings["auto"]``), ``nuts``, ``block_laplace`` (the joint model's Gaussian at its mode in
+            block-arrow form, :mod:`rcp_jax.bayes.large`; any size), ``svi`` (AutoNormal; very large query sets), ``laplace``
             (AutoLaplaceApproximation) or ``map`` (one "draw" at the posterior mode, no uncertainty).
         model: ``joint`` (default with window scores, except for ``method="map"``: its gain intervals
             cover at their nominal rate on noisy tournaments), ``frozen`` (default with BT scores, which
@@ -628,6 +637,8 @@ def fit_posterior(
             ``tau theta``, which the rubric pins) or ``theta`` (the BT scores). Same posterior; on noisy
             tournaments ``ability`` removes the tau / spread-of-theta ridge (min bulk ESS ~3x higher,
             R-hat < 1.01 at 4 x 500 draws after 1,000 warmup). MAP always uses the model's own ``theta`` coordinates.
+        check_queries: ``block_laplace`` only: queries whose exact conditional posterior NUTS samples to check the
+            approximation (``diagnostics["check_median_gap"]``); 0 skips the check.
         progress: a tqdm bar on stderr when it is a terminal: NUTS iterations per chain (warmup, then
             sampling), or SVI / Laplace optimisation steps.
 
@@ -641,6 +652,7 @@ def fit_posterior(
     """
     if method not in METHODS:
         raise DataError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    requested = method
     if model is None:
         if bt_or_windows is None:
             model = "rubric_only"
@@ -657,6 +669,10 @@ def fit_posterior(
     if warn and model == "frozen" and method != "map":
         warnings.warn(FROZEN_NOTE, FrozenModelWarning, stacklevel=2)
     inputs = prepare_inputs(bt_or_windows, answers, joint=model == "joint", bt_ridge=bt_ridge)
+    method, choice = large.choose_method(method, model, int(inputs.n_docs.sum()))
+    if method == "block_laplace" and model != "joint":
+        raise DataError(f"method 'block_laplace' approximates the joint model; the {model} model takes nuts, svi or "
+                        "laplace (or method 'auto')")
     if model == "joint" and method == "laplace":
         _check_dense_laplace(inputs)
     f32 = lambda x: jax.device_put(np.asarray(x, np.float32))  # noqa: E731 - host cast and copy: nothing compiles
@@ -689,7 +705,12 @@ def fit_posterior(
                 init["w"] = z0 * np.asarray(cal.tau)[:, None]
     init = {k: f32(v) for k, v in init.items()}
 
-    if method == "nuts":
+    if method == "block_laplace":
+        with _progress_bar(progress, "block Laplace: Newton steps") as report:
+            draws = large.block_laplace_draws(inputs, init, ridge=ridge, bt_ridge=bt_ridge, bt_weight=bt_weight,
+                                              num_samples=num_samples, seed=seed, report=report,
+                                              check_queries=check_queries)
+    elif method == "nuts":
         with _progress_bar(progress, f"NUTS, {num_chains} chains", num_warmup, num_warmup + num_samples) as report:
             draws = inference.run_nuts(
                 mfn, kwargs, seed=seed, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
@@ -718,8 +739,10 @@ def fit_posterior(
                 "learning_rate": learning_rate, "ridge": ridge, "bt_ridge": bt_ridge, "bt_weight": bt_weight}
     if model == "joint":
         settings["joint_param"] = kwargs["param"]
+    if requested == "auto":
+        settings["auto"] = choice
     post = _assemble(inputs, draws, model=model, method=method, ci_prob=ci_prob, settings=settings,
-                     warn=warn and method == "nuts")
+                     warn=warn and method in ("nuts", "block_laplace"))
     for flag in post.flags:  # the MAP's degeneracy warnings (prepare_inputs has warned a disconnected tournament)
         if flag["kind"] != "bt_disconnected":
             warnings.warn(flag["message"], CalibrationWarning, stacklevel=2)
@@ -805,7 +828,8 @@ def save_posterior(post: Posterior, folder) -> Path:
     atomic_write_bytes(folder / "draws.npz", buf.getvalue())
     for name, table in (("items", post.items), ("queries", post.queries), ("documents", post.documents)):
         atomic_write_csv(folder / f"{name}.csv", table)
-    info = {k: v for k, v in post.draws.info.items() if isinstance(v, (int, float, str, bool))}
+    info = {k: v for k, v in post.draws.info.items()
+            if isinstance(v, (int, float, str, bool)) or k in large.SAVED_INFO}  # the block Laplace's records
     atomic_write_json(folder / "posterior.json", {
         "format": _FORMAT, "method": post.method, "model": post.model, "ci_prob": post.ci_prob,
         "draws_method": post.draws.method, "draws_info": info, "settings": post.settings,

@@ -1,0 +1,375 @@
+"""A structured Laplace approximation of the joint model for large benchmarks (thousands of queries).
+
+The joint model (:func:`rcp_jax.models.bayes.joint_model`, ``param="ability"``) couples queries only through
+the ~2(C - 1) item contrasts ``g = (u, v)``: given them, each query's latent block ``x_q = (w_q, log tau_q,
+alpha_q)`` (N - 1 ability contrasts, the log scale, the offset) is independent of every other query's. So the
+negative log posterior is
+
+    F(x, g) = sum_q f_q(x_q, g) + prior(g)
+
+and its Hessian is block-arrow shaped: a dense ``[M, M]`` block per query (M = N + 1), a ``[M, G]`` coupling
+per query and one small ``[G, G]`` item block. Everything here exploits that:
+
+* **mode** - Levenberg-Marquardt Newton steps on the whole posterior, solved by the Schur complement of the
+  item block: one batched Cholesky per query block plus a ``G x G`` solve (``O(Q M^3)``, no ``(QM)^2`` matrix);
+* **Hessian blocks** - per query, the Bradley-Terry part through its closed-form Hessian in theta
+  (``diag(S 1) - S`` with ``S = (W + W^T) p (1 - p)``) mapped by the Jacobian of ``theta(x)``, the rest by
+  forward-over-reverse autodiff of an ``O(N C)`` function (no ``[M, N, N]`` temporaries);
+* **draws** - exact draws of the Gaussian at the mode: ``g`` from its marginal (precision = the Schur
+  complement), then each ``x_q | g`` from its conditional (precision = the query's block), batched;
+* **check** - per query block, the log importance ratio ``log p - log q`` of every draw, for Pareto-k.
+
+Coordinates: ``w_q`` are the Helmert contrasts of the calibrated ability ``tau theta`` (the rubric pins them),
+``log tau`` makes the scale unconstrained, as NUTS and SVI sample it. Padding contrasts (``k >= n_q - 1``)
+carry a unit Gaussian so every block stays invertible; they never reach a likelihood and are zeroed in draws.
+
+Shapes: Q queries padded to N documents, C criteria, G = 2 (C - 1), M = N + 1; float32 like the other fits.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rcp_jax.models.bayes import bt_prior_sd, centred_from_contrasts, helmert_matrix, item_prior_sd
+from rcp_jax.models.irt import ALPHA_PRIOR_SD, DEFAULT_RIDGE, TAU_PRIOR_SD
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["wins", "n_docs", "passes", "trials", "bt_sd"],
+                   meta_fields=["item_sd", "bt_weight", "tau_sd", "alpha_sd"])
+@dataclass(frozen=True)
+class Data:
+    """The collection in the joint model's padded layout (see :mod:`rcp_jax.models.bayes`).
+
+    Attributes:
+        wins: float32[Q, N, N] soft win statistics; n_docs: int32[Q] pool sizes.
+        passes, trials: float32[Q, N, C] rubric counts.
+        bt_sd: float32[Q] prior SD of the BT contrasts (``bt_prior_sd``); item_sd: prior SD of u, v.
+        bt_weight, tau_sd, alpha_sd: as :func:`rcp_jax.models.bayes.joint_model`.
+    """
+
+    wins: jax.Array
+    n_docs: jax.Array
+    passes: jax.Array
+    trials: jax.Array
+    bt_sd: jax.Array
+    item_sd: float
+    bt_weight: float = 1.0
+    tau_sd: float = TAU_PRIOR_SD
+    alpha_sd: float = ALPHA_PRIOR_SD
+
+
+def make_data(wins, n_docs, passes, trials, *, ridge: float = DEFAULT_RIDGE, bt_ridge: float = DEFAULT_RIDGE,
+              bt_weight: float = 1.0, tau_sd: float = TAU_PRIOR_SD, alpha_sd: float = ALPHA_PRIOR_SD) -> Data:
+    """:class:`Data` with the joint model's priors (``ridge``, ``bt_ridge`` as :func:`~rcp_jax.models.bayes.joint_model`)."""
+    wins = jnp.asarray(wins, jnp.float32)
+    trials = jnp.asarray(trials, jnp.float32)
+    return Data(wins=wins, n_docs=jnp.asarray(n_docs, jnp.int32), passes=jnp.asarray(passes, jnp.float32),
+                trials=trials, bt_sd=bt_prior_sd(wins, bt_ridge), item_sd=float(item_prior_sd(trials, ridge)),
+                bt_weight=float(bt_weight), tau_sd=float(tau_sd), alpha_sd=float(alpha_sd))
+
+
+# --------------------------------------------------------------------------------------------------
+# the posterior, one query block at a time
+# --------------------------------------------------------------------------------------------------
+def _split(y: jax.Array, n: int, c: int):
+    """``y = (w[N-1], log tau, alpha, u[C-1], v[C-1])`` of one query -> its parts."""
+    return y[: n - 1], y[n - 1], y[n], y[n + 1 : n + c], y[n + c :]
+
+
+def _items(u: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """gamma = C softmax(H u), beta = H v (the joint model's item parameters), float[C] each."""
+    h = jnp.asarray(helmert_matrix(u.shape[-1] + 1), u.dtype)
+    return (u.shape[-1] + 1) * jax.nn.softmax(h @ u), h @ v
+
+
+def _theta(y: jax.Array, n_q, n: int, c: int) -> jax.Array:
+    """Centred BT scores float[N] of one query's ``y``: ``theta = H (w / tau)`` over its real documents."""
+    w, log_tau, _, _, _ = _split(y, n, c)
+    active = jnp.arange(1, n) < n_q
+    z = jnp.where(active, w * jnp.exp(-log_tau), 0.0)
+    return centred_from_contrasts(z[None], n_q[None])[0]
+
+
+def _bt_nll(theta: jax.Array, wins: jax.Array) -> jax.Array:
+    """Negative soft-label BT log-likelihood ``-sum W_ab log sigmoid(theta_a - theta_b)`` of one query."""
+    return -jnp.sum(wins * jax.nn.log_sigmoid(theta[:, None] - theta[None, :]))
+
+
+def _bt_hessian(theta: jax.Array, wins: jax.Array) -> jax.Array:
+    """Hessian float[N, N] of :func:`_bt_nll` in theta: ``diag(S 1) - S``, ``S = (W + W^T) p (1 - p)``."""
+    p = jax.nn.sigmoid(theta[:, None] - theta[None, :])
+    s = (wins + wins.T) * p * (1.0 - p)
+    return jnp.diag(s.sum(1)) - s
+
+
+def _rest_nll(y: jax.Array, q: dict, data: Data, n: int, c: int) -> jax.Array:
+    """Everything of ``f_q`` except the BT likelihood: priors of w, tau, alpha (with log tau's Jacobian), the
+    unit Gaussian of padding contrasts, and the binomial rubric likelihood."""
+    w, log_tau, alpha, u, v = _split(y, n, c)
+    active = jnp.arange(1, n) < q["n"]
+    scale = jnp.exp(log_tau) * q["bt_sd"]
+    prior_w = jnp.sum(jnp.where(active, 0.5 * (w / scale) ** 2 + jnp.log(scale), 0.5 * w**2))
+    tau = jnp.exp(log_tau)
+    prior_tau = 0.5 * ((tau - 1.0) / data.tau_sd) ** 2 - log_tau  # truncated normal in log coordinates
+    prior_alpha = 0.5 * (alpha / data.alpha_sd) ** 2
+    gamma, beta = _items(u, v)
+    ability = centred_from_contrasts(jnp.where(active, w, 0.0)[None], q["n"][None])[0] + alpha
+    logits = gamma * (ability[:, None] - beta)
+    passes, trials = q["passes"], q["trials"]
+    rubric = -jnp.sum(passes * jax.nn.log_sigmoid(logits) + (trials - passes) * jax.nn.log_sigmoid(-logits))
+    return prior_w + prior_tau + prior_alpha + rubric
+
+
+def _local_nll(y: jax.Array, q: dict, data: Data, n: int, c: int) -> jax.Array:
+    """``f_q(x_q, g)``: the query's negative log posterior term (up to a constant), float[]."""
+    return data.bt_weight * _bt_nll(_theta(y, q["n"], n, c), q["wins"]) + _rest_nll(y, q, data, n, c)
+
+
+def _local_blocks(y: jax.Array, q: dict, data: Data, n: int, c: int):
+    """(value, gradient float[M + G], Hessian float[M + G, M + G]) of ``f_q`` at ``y``."""
+    theta_of = lambda yy: _theta(yy, q["n"], n, c)  # noqa: E731
+    theta, jac = theta_of(y), jax.jacfwd(theta_of)(y)  # [N], [N, M + G]
+    g_theta = jax.grad(_bt_nll)(theta, q["wins"])
+    curvature = jax.hessian(lambda yy: jnp.dot(jax.lax.stop_gradient(g_theta), theta_of(yy)))(y)
+    h_bt = jac.T @ _bt_hessian(theta, q["wins"]) @ jac + curvature
+    rest = lambda yy: _rest_nll(yy, q, data, n, c)  # noqa: E731
+    value = data.bt_weight * _bt_nll(theta, q["wins"]) + rest(y)
+    grad = data.bt_weight * (jac.T @ g_theta) + jax.grad(rest)(y)
+    return value, grad, data.bt_weight * h_bt + jax.hessian(rest)(y)
+
+
+def _per_query(data: Data) -> dict:
+    return {"wins": data.wins, "n": data.n_docs, "passes": data.passes, "trials": data.trials, "bt_sd": data.bt_sd}
+
+
+def _joined(x: jax.Array, g: jax.Array) -> jax.Array:
+    return jnp.concatenate([x, jnp.broadcast_to(g, (x.shape[0], g.shape[0]))], axis=1)
+
+
+@functools.partial(jax.jit, static_argnames=("batch_size",))
+def _all_blocks(x: jax.Array, g: jax.Array, data: Data, batch_size: int):
+    """Value float[Q], gradient float[Q, M + G] and Hessian float[Q, M + G, M + G] of every ``f_q``."""
+    n, c = data.wins.shape[1], data.trials.shape[2]
+    one = lambda args: _local_blocks(args[0], args[1], data, n, c)  # noqa: E731
+    return jax.lax.map(one, (_joined(x, g), _per_query(data)), batch_size=batch_size)
+
+
+@functools.partial(jax.jit, static_argnames=("batch_size",))
+def _all_values(x: jax.Array, g: jax.Array, data: Data, batch_size: int) -> jax.Array:
+    """``f_q`` of every query, float[Q]."""
+    n, c = data.wins.shape[1], data.trials.shape[2]
+    one = lambda args: _local_nll(args[0], args[1], data, n, c)  # noqa: E731
+    return jax.lax.map(one, (_joined(x, g), _per_query(data)), batch_size=batch_size)
+
+
+def _prior_g(g: np.ndarray, item_sd: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """(value, gradient, Hessian) of the item prior ``|g|^2 / (2 item_sd^2)``, float64."""
+    prec = 1.0 / item_sd**2
+    return 0.5 * prec * float(g @ g), prec * g, prec * np.eye(len(g))
+
+
+# --------------------------------------------------------------------------------------------------
+# the mode: Newton steps through the Schur complement of the item block
+# --------------------------------------------------------------------------------------------------
+@jax.jit
+def _schur_step(hess: jax.Array, grad: jax.Array, prior_grad: jax.Array, prior_hess: jax.Array, damping):
+    """The damped Newton step ``(dx float[Q, M], dg float[G])`` of the block-arrow system, and whether every
+    block's Cholesky succeeded."""
+    m = hess.shape[1] - prior_grad.shape[0]
+    a = hess[:, :m, :m] + damping * jnp.eye(m)
+    b = hess[:, :m, m:]
+    d = hess[:, m:, m:].sum(0) + prior_hess + damping * jnp.eye(prior_hess.shape[0])
+    gx, gg = grad[:, :m], grad[:, m:].sum(0) + prior_grad
+    chol = jnp.linalg.cholesky(a)
+    solve = jax.vmap(lambda l, r: jax.scipy.linalg.cho_solve((l, True), r))
+    a_inv_b = solve(chol, b)
+    a_inv_gx = solve(chol, gx[..., None])[..., 0]
+    schur = d - jnp.einsum("qmg,qmh->gh", b, a_inv_b)
+    rhs = -gg + jnp.einsum("qmg,qm->g", b, a_inv_gx)
+    dg = jnp.linalg.solve(schur, rhs)
+    dx = -(a_inv_gx + jnp.einsum("qmg,g->qm", a_inv_b, dg))
+    ok = jnp.all(jnp.isfinite(chol)) & jnp.all(jnp.isfinite(dg))
+    return dx, dg, ok
+
+
+@dataclass(frozen=True)
+class BlockLaplace:
+    """The Gaussian at the joint posterior's mode, kept in its block-arrow factorised form.
+
+    Attributes:
+        x: float32[Q, M] mode of each query block ``(w[N-1], log tau, alpha)``; g: float64[G] mode of ``(u, v)``.
+        chol_local: float32[Q, M, M] lower Cholesky factor of each block's precision ``A_q``.
+        coupling: float32[Q, M, G] ``A_q^-1 B_q`` (how a block's mean moves with the items).
+        chol_items: float64[G, G] lower Cholesky factor of the items' marginal precision (Schur complement).
+        info: ``iterations``, ``converged``, ``objective`` (F at the mode), ``max_step``, ``damping``.
+    """
+
+    x: jax.Array
+    g: np.ndarray
+    chol_local: jax.Array
+    coupling: jax.Array
+    chol_items: np.ndarray
+    info: dict = field(default_factory=dict)
+
+
+def fit_block_laplace(data: Data, x0, g0, *, max_iter: int = 60, tol: float = 1e-4, batch_size: int = 32,
+                      progress=None) -> BlockLaplace:
+    """Find the joint posterior's mode and factor its Hessian there.
+
+    Args:
+        data: :func:`make_data`.
+        x0: float[Q, M] starting blocks ``(w, log tau, alpha)`` (e.g. the MAP calibration of the BT MAP scores).
+        g0: float[G] starting item contrasts ``(u, v)``.
+        max_iter: most Newton steps; tol: stop when the largest coordinate step is below it.
+        batch_size: query blocks differentiated together (memory ``~batch_size * (M + G)^2`` floats).
+        progress: called as ``progress(iteration, max_iter)`` after every step (e.g. a progress bar).
+
+    Returns:
+        :class:`BlockLaplace`; ``info["converged"]`` False when ``max_iter`` steps did not reach ``tol``.
+    """
+    x = jnp.asarray(x0, jnp.float32)
+    g = np.asarray(g0, np.float64)
+    damping, converged, step = 1e-3, False, np.inf
+
+    def objective(xx, gg):
+        values = np.asarray(_all_values(xx, jnp.asarray(gg, jnp.float32), data, batch_size), np.float64)
+        return float(values.sum()) + _prior_g(gg, data.item_sd)[0]
+
+    current = objective(x, g)
+    it = 0
+    for it in range(1, max_iter + 1):
+        _, grad, hess = _all_blocks(x, jnp.asarray(g, jnp.float32), data, batch_size)
+        _, pg, ph = _prior_g(g, data.item_sd)
+        for _ in range(12):  # raise the damping until the step is defined and lowers F
+            dx, dg, ok = _schur_step(hess, grad, jnp.asarray(pg, jnp.float32), jnp.asarray(ph, jnp.float32),
+                                     jnp.float32(damping))
+            if bool(ok):
+                trial_x, trial_g = x + dx, g + np.asarray(dg, np.float64)
+                trial = objective(trial_x, trial_g)
+                if np.isfinite(trial) and trial <= current + 1e-6 * abs(current):
+                    break
+            damping *= 10.0
+        else:
+            break
+        step = max(float(jnp.max(jnp.abs(dx))), float(np.max(np.abs(np.asarray(dg)))))
+        x, g, current = trial_x, trial_g, trial
+        damping = max(damping / 10.0, 1e-6)
+        if progress is not None:
+            progress(it, max_iter)
+        if step < tol:
+            converged = True
+            break
+    _, grad, hess = _all_blocks(x, jnp.asarray(g, jnp.float32), data, batch_size)
+    chol_local, coupling, chol_items, ridged = _factor(hess, g, data)
+    info = {"iterations": it, "converged": converged, "objective": current, "max_step": step, "damping": damping,
+            "ridged_blocks": ridged}
+    return BlockLaplace(x=x, g=g, chol_local=chol_local, coupling=coupling, chol_items=chol_items, info=info)
+
+
+def _factor(hess: jax.Array, g: np.ndarray, data: Data):
+    """The precision's factors at the mode: per-block Cholesky, couplings, the items' Schur complement, and how
+    many blocks needed a ridge."""
+    m = hess.shape[1] - len(g)
+    a, b = hess[:, :m, :m], hess[:, :m, m:]
+    chol, ridged = _block_cholesky(a)
+    coupling = jax.vmap(lambda l, r: jax.scipy.linalg.cho_solve((l, True), r))(chol, b)
+    schur = (np.asarray(hess[:, m:, m:].sum(0), np.float64) + _prior_g(g, data.item_sd)[2]
+             - np.einsum("qmg,qmh->gh", np.asarray(b, np.float64), np.asarray(coupling, np.float64)))
+    schur = 0.5 * (schur + schur.T)
+    try:
+        chol_items = np.linalg.cholesky(schur)
+    except np.linalg.LinAlgError:
+        chol_items = np.full_like(schur, np.nan)
+    if not np.all(np.isfinite(chol_items)):
+        raise FloatingPointError("block Laplace: the items' marginal precision (Schur complement) is not positive "
+                                 "definite at the mode; the posterior is not locally Gaussian in the items")
+    return chol, coupling, chol_items, ridged
+
+
+def _block_cholesky(a: jax.Array, attempts: int = 8) -> tuple[jax.Array, int]:
+    """Lower Cholesky factors of the blocks ``a`` float[Q, M, M]; a block that is not positive definite in float32
+    (rare, at a flat mode) gets the smallest ridge ``10^k * 1e-7 * mean diagonal`` that makes it so. Returns the
+    factors and how many blocks took a ridge."""
+    m = a.shape[-1]
+    chol = jnp.linalg.cholesky(a)
+    bad = ~jnp.all(jnp.isfinite(chol), axis=(1, 2))
+    ridged = int(bad.sum())
+    scale = jnp.trace(a, axis1=1, axis2=2) / m
+    for k in range(attempts):
+        if not bool(bad.any()):
+            break
+        ridge = (10.0**k) * 1e-7 * scale[:, None, None] * jnp.eye(m)
+        chol = jnp.where(bad[:, None, None], jnp.linalg.cholesky(a + ridge), chol)
+        bad = ~jnp.all(jnp.isfinite(chol), axis=(1, 2))
+    if bool(bad.any()):
+        raise FloatingPointError(f"block Laplace: {int(bad.sum())} query blocks are not positive definite at the mode")
+    return chol, ridged
+
+
+# --------------------------------------------------------------------------------------------------
+# draws and their check
+# --------------------------------------------------------------------------------------------------
+@jax.jit
+def _block_noise(chol_local, eps):
+    """``L_q^-T eps``: draws of N(0, A_q^-1) for a chunk, float[D, Q, M] from ``eps`` float[D, Q, M]."""
+    return jax.vmap(lambda e: jax.vmap(lambda l, r: jax.scipy.linalg.solve_triangular(l, r, trans="T", lower=True))(
+        chol_local, e))(eps)
+
+
+def sample_block_laplace(fit: BlockLaplace, seed: int, num_samples: int, *, chunk: int = 50,
+                         n_docs=None, items_fixed: bool = False) -> dict:
+    """Exact draws of the Gaussian at the mode.
+
+    Args:
+        fit: :func:`fit_block_laplace`; seed, num_samples: the draws.
+        chunk: draws made together (memory ``~chunk * Q * M`` floats).
+        n_docs: int[Q] pool sizes: padding contrasts of the draws are set to 0 (default: left as drawn).
+        items_fixed: keep the items at their mode and draw each block from its conditional ``x_q | g``
+            (what :func:`conditional_model` samples exactly, for checks).
+
+    Returns:
+        dict: ``x`` float32[D, Q, M] and ``g`` float64[D, G].
+    """
+    rng = np.random.default_rng(seed)
+    q, m = fit.x.shape
+    z = rng.standard_normal((num_samples, len(fit.g)))
+    g = np.repeat(fit.g[None], num_samples, 0) if items_fixed else fit.g[None] + np.linalg.solve(fit.chol_items.T, z.T).T
+    keep = None if n_docs is None else (jnp.arange(m) >= m - 2) | (jnp.arange(m)[None, :] + 1 < jnp.asarray(n_docs)[:, None])
+    xs = []
+    for lo in range(0, num_samples, chunk):
+        d = min(chunk, num_samples - lo)
+        eps = jnp.asarray(rng.standard_normal((d, q, m)), jnp.float32)
+        dg = jnp.asarray(g[lo : lo + d] - fit.g[None], jnp.float32)
+        x = fit.x[None] - jnp.einsum("qmg,dg->dqm", fit.coupling, dg) + _block_noise(fit.chol_local, eps)
+        xs.append(np.asarray(x if keep is None else jnp.where(keep[None], x, 0.0), np.float32))
+    return {"x": np.concatenate(xs), "g": g}
+
+
+def conditional_model(wins, n_docs, passes, trials, u, v, **kwargs) -> None:
+    """:func:`rcp_jax.models.bayes.joint_model` with the item contrasts fixed at ``u, v: float[C - 1]`` (data): the
+    exact conditional posterior of the query blocks, which :func:`sample_block_laplace` (``items_fixed=True``)
+    approximates. NUTS on a few queries of it checks the approximation where it is made."""
+    import numpyro
+
+    from rcp_jax.models.bayes import joint_model
+
+    with numpyro.handlers.condition(data={"u": u, "v": v}):
+        joint_model(wins, n_docs, passes, trials, **kwargs)
+
+
+def samples_as_sites(draws: dict, n: int, c: int) -> dict:
+    """Draws in the joint model's site names (``param="ability"``), float32[1, D, ...] each: ``w``, ``z`` =
+    ``w / tau``, ``tau``, ``alpha``, ``u``, ``v``, ``gamma``, ``beta``."""
+    x, g = draws["x"], draws["g"]
+    w, tau, alpha = x[..., : n - 1], np.exp(x[..., n - 1]), x[..., n]
+    u, v = g[:, : c - 1], g[:, c - 1 :]
+    gamma, beta = jax.vmap(_items)(jnp.asarray(u, jnp.float32), jnp.asarray(v, jnp.float32))
+    sites = {"w": w, "z": w / tau[..., None], "tau": tau, "alpha": alpha, "u": u, "v": v,
+             "gamma": np.asarray(gamma), "beta": np.asarray(beta)}
+    return {k: np.asarray(val, np.float32)[None] for k, val in sites.items()}

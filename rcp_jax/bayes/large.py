@@ -1,0 +1,173 @@
+"""The joint posterior of large benchmarks: which method ``auto`` picks, the block Laplace draws, and their check.
+
+NUTS on the joint model costs minutes per thousand documents on a CPU; a benchmark of 1,000 queries x 150
+documents has 150,000. Above :data:`AUTO_NUTS_MAX_DOCS` documents ``method="auto"`` therefore takes the block
+Laplace approximation (:mod:`rcp_jax.models.block_laplace`): the Gaussian at the joint posterior's exact mode,
+factored per query, so its cost and memory grow linearly with the queries. The same model, so tournament noise
+still flows into the gains and into RCP-nDCG differences.
+
+The approximation is checked where it is made: with the items at their mode the query blocks are independent,
+so NUTS on the exact conditional posterior of a few queries (:func:`rcp_jax.models.block_laplace.conditional_model`)
+shows how far the Gaussian's gain intervals are from the exact ones, in units of the exact interval's width.
+(Pareto k of importance ratios is no help here: in a block of ~150 dimensions the ratios of even a good
+Gaussian are heavy-tailed; on 10 x 40 simulated documents every block had k > 1 while the gain intervals
+matched NUTS's to 8% of their width.)
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+#: ``method="auto"`` runs NUTS on at most this many documents and ``block_laplace`` (joint model) or ``svi``
+#: (rubric-only model) above; see benchmarks/RESULTS.md for the times behind it.
+AUTO_NUTS_MAX_DOCS = 2_000
+#: Queries whose exact conditional posterior NUTS samples to check the block Laplace (0: no check).
+CHECK_QUERIES = 3
+#: The block Laplace's records in ``Draws.info`` (dicts of plain values) that ``save_posterior`` keeps.
+SAVED_INFO = ("newton", "nuts_check")
+#: Largest median gap (|endpoint difference| / exact interval width) the check accepts without a warning.
+CHECK_GAP_MAX = 0.1
+
+
+def choose_method(method: str, model: str, n_docs: int) -> tuple[str, str | None]:
+    """(the method ``method="auto"`` stands for, and why) for a ``model`` of ``n_docs`` documents; any other
+    method comes back as it is, with no reason."""
+    if method != "auto":
+        return method, None
+    if model == "joint" and n_docs > AUTO_NUTS_MAX_DOCS:
+        return "block_laplace", (f"block_laplace: {n_docs:,} documents, more than the {AUTO_NUTS_MAX_DOCS:,} that NUTS "
+                                 "samples in minutes on a CPU; the Gaussian at the joint posterior's mode, factored "
+                                 f"per query, checked against NUTS on {CHECK_QUERIES} queries")
+    if model == "rubric_only" and n_docs > AUTO_NUTS_MAX_DOCS:
+        return "svi", f"svi: {n_docs:,} documents of the rubric-only model, more than NUTS samples in minutes on a CPU"
+    return "nuts", f"nuts: {n_docs:,} documents, within the {AUTO_NUTS_MAX_DOCS:,} that NUTS samples in minutes"
+
+
+def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt_weight: float, num_samples: int,
+                        seed: int, report=None, check_queries: int = CHECK_QUERIES):
+    """Draws (:class:`rcp_jax.models.inference.Draws`, one "chain") of the joint model's block Laplace
+    approximation, with the Newton solve's record and the NUTS check in ``info``.
+
+    Args:
+        inputs: :class:`rcp_jax.bayes.posterior.PosteriorInputs` of the joint model (``wins`` given).
+        init: starting values ``w, tau, alpha, u, v`` (the MAP calibration of the BT MAP scores).
+        ridge, bt_ridge, bt_weight: the joint model's priors and BT weight.
+        num_samples, seed: the draws.
+        report: ``report(step, total)`` after each Newton step (a progress bar), or None.
+        check_queries: queries NUTS samples for the check (0: none).
+    """
+    from rcp_jax.models import block_laplace, inference
+
+    start = time.perf_counter()
+    data = block_laplace.make_data(inputs.wins, inputs.n_docs, inputs.passes, inputs.trials, ridge=ridge,
+                                   bt_ridge=bt_ridge, bt_weight=bt_weight)
+    x0 = np.concatenate([np.asarray(init["w"]), np.log(np.asarray(init["tau"]))[:, None],
+                         np.asarray(init["alpha"])[:, None]], axis=1)
+    g0 = np.concatenate([np.asarray(init["u"]), np.asarray(init["v"])])
+    try:
+        fit = block_laplace.fit_block_laplace(data, x0, g0, progress=report)
+    except FloatingPointError as exc:
+        from rcp_jax.errors import CalibrationError
+
+        raise CalibrationError(f"{exc}; fit this collection with method 'svi' (mean-field) or 'nuts'") from None
+    raw = block_laplace.sample_block_laplace(fit, seed, num_samples, n_docs=inputs.n_docs)
+    n, c = inputs.wins.shape[1], inputs.trials.shape[2]
+    if not np.all(np.isfinite(raw["x"])):
+        from rcp_jax.errors import CalibrationError
+
+        raise CalibrationError("block Laplace: non-finite draws (a query block's precision is near singular); fit "
+                               "this collection with method 'svi' (mean-field) or 'nuts'")
+    info = {"num_chains": 1, "num_samples": num_samples, "seed": seed, "newton": fit.info,
+            "fit_s": time.perf_counter() - start}
+    if not fit.info["converged"]:
+        warnings.warn(f"block Laplace: Newton did not converge in {fit.info['iterations']} steps (largest step "
+                      f"{fit.info['max_step']:.2g}); the Gaussian sits at a point short of the mode", stacklevel=3)
+    if check_queries > 0:
+        info["nuts_check"] = nuts_check(inputs, fit, data, n_queries=check_queries, seed=seed, bt_ridge=bt_ridge,
+                                        bt_weight=bt_weight)
+    info["wall_s"] = time.perf_counter() - start
+    return inference.Draws(samples=block_laplace.samples_as_sites(raw, n, c), method="block_laplace", info=info)
+
+
+def nuts_check(inputs, fit, data, *, n_queries: int, seed: int, bt_ridge: float, bt_weight: float,
+               num_warmup: int = 400, num_samples: int = 400, ci_prob: float = 0.9) -> dict:
+    """Gain intervals of the block Laplace against NUTS on the exact conditional posterior of a few queries.
+
+    With the items at their mode, each query's block is independent of the others; NUTS (2 chains) samples the
+    exact conditional posterior of ``n_queries`` queries drawn with ``seed`` (the largest pools when there are
+    few), and the Gaussian's conditional draws give the same intervals approximately.
+
+    Returns:
+        ``queries`` (their ids), ``documents``, ``median_gap`` and ``p90_gap`` (|Laplace - NUTS| interval
+        endpoints over the NUTS interval's width, over both ends of every document's ``ci_prob`` gain interval),
+        ``max_rhat`` (of the NUTS gains) and ``wall_s``.
+    """
+    from rcp_jax.bayes.diagnostics import rank_rhat
+    from rcp_jax.models import bayes, block_laplace, inference
+
+    start = time.perf_counter()
+    rng = np.random.default_rng([seed, 0xC4EC])
+    q_all, n = inputs.wins.shape[0], inputs.wins.shape[1]
+    pick = np.sort(rng.choice(q_all, size=min(n_queries, q_all), replace=False))
+    c = inputs.trials.shape[2]
+    u, v = fit.g[: c - 1], fit.g[c - 1 :]
+    f32 = lambda a: jnp.asarray(np.asarray(a)[pick], jnp.float32)  # noqa: E731
+    n_docs = jnp.asarray(inputs.n_docs[pick])
+    kwargs = dict(wins=f32(inputs.wins), n_docs=n_docs, passes=f32(inputs.passes), trials=f32(inputs.trials),
+                  u=jnp.asarray(u, jnp.float32), v=jnp.asarray(v, jnp.float32), bt_ridge=bt_ridge,
+                  bt_weight=bt_weight, param="ability")
+    x = np.asarray(fit.x)[pick]
+    init = {"w": x[:, : n - 1], "tau": np.exp(x[:, n - 1]), "alpha": x[:, n]}
+    draws = inference.run_nuts(block_laplace.conditional_model, kwargs, seed=seed, num_warmup=num_warmup,
+                               num_samples=num_samples, num_chains=2, init_values=init)
+    gamma, beta = (np.asarray(a) for a in block_laplace._items(jnp.asarray(u, jnp.float32), jnp.asarray(v, jnp.float32)))
+
+    def gains(w, alpha):  # float[..., Qs, N] gains of contrasts w [..., Qs, N-1] and offsets alpha [..., Qs]
+        ability = bayes.centred_from_contrasts(jnp.asarray(w), n_docs) + jnp.asarray(alpha)[..., None]
+        return np.asarray(bayes.rcp_gain(ability, jnp.asarray(gamma), jnp.asarray(beta)))
+
+    exact = gains(draws.samples["w"], draws.samples["alpha"])  # [chains, draws, Qs, N]
+    sub = block_laplace.BlockLaplace(x=fit.x[pick], g=fit.g, chol_local=fit.chol_local[pick],
+                                     coupling=fit.coupling[pick], chol_items=fit.chol_items)
+    approx_x = block_laplace.sample_block_laplace(sub, seed + 1, 2 * num_samples, items_fixed=True)["x"]
+    approx = gains(approx_x[..., : n - 1], approx_x[..., n])  # [draws, Qs, N]
+    mask = np.arange(n)[None, :] < np.asarray(n_docs)[:, None]
+    tail = (1 - ci_prob) / 2
+    lo_e, hi_e = np.quantile(exact.reshape((-1,) + exact.shape[2:]), [tail, 1 - tail], axis=0)
+    lo_a, hi_a = np.quantile(approx, [tail, 1 - tail], axis=0)
+    width = np.maximum(hi_e - lo_e, 1e-12)
+    gaps = np.concatenate([(np.abs(lo_a - lo_e) / width)[mask], (np.abs(hi_a - hi_e) / width)[mask]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rhat = float(np.nanmax(rank_rhat(exact.reshape(exact.shape[:2] + (-1,))[..., mask.ravel()])))
+    return {"queries": [str(inputs.query_ids[i]) for i in pick], "documents": int(mask.sum()),
+            "median_gap": float(np.median(gaps)), "p90_gap": float(np.quantile(gaps, 0.9)), "max_rhat": rhat,
+            "ci_prob": ci_prob, "wall_s": time.perf_counter() - start}
+
+
+def block_diagnostics(info: dict) -> dict:
+    """The block Laplace's entries of :attr:`rcp_jax.Posterior.diagnostics`: the Newton solve and the NUTS check."""
+    out = {"newton_iterations": int(info["newton"]["iterations"]), "newton_converged": bool(info["newton"]["converged"])}
+    check = info.get("nuts_check")
+    if check:
+        out.update(check_median_gap=check["median_gap"], check_p90_gap=check["p90_gap"],
+                   check_queries=len(check["queries"]), check_max_rhat=check["max_rhat"])
+    return out
+
+
+def block_problems(diag: dict) -> list[str]:
+    """What the block Laplace's diagnostics warn about (empty when nothing)."""
+    problems = []
+    if diag.get("newton_converged") is False:
+        problems.append(f"block Laplace: Newton stopped after {diag['newton_iterations']} steps short of the mode")
+    gap = diag.get("check_median_gap")
+    if gap is not None and np.isfinite(gap) and gap > CHECK_GAP_MAX:
+        problems.append(f"block Laplace: its gain intervals differ from NUTS's on {diag['check_queries']} checked "
+                        f"queries by {100 * gap:.0f}% of their width (median; more than {100 * CHECK_GAP_MAX:.0f}%): "
+                        "fit those queries with method 'nuts' to compare")
+    return problems

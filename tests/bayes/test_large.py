@@ -1,0 +1,87 @@
+"""The posterior of large benchmarks: ``method="auto"`` and the block Laplace through ``rcp_jax.fit_posterior`` and
+``rcp-jax fit`` (small collections here; the sizes and the coverage are in benchmarks/posterior_scale.py and
+benchmarks/coverage.py)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import rcp_jax
+from benchmarks.fixtures.simulated_collections import collection_tables, true_gains
+from rcp_jax.bayes import large
+from rcp_jax.cli import main
+from rcp_jax.errors import DataError
+from rcp_jax.models import simulate
+
+
+@pytest.fixture(scope="module")
+def tables():
+    sim = simulate.simulate_judgements(5, np.full(6, 20))
+    return (*collection_tables(sim), true_gains(sim))
+
+
+@pytest.fixture(scope="module")
+def block_post(tables):
+    windows, answers, _ = tables
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return rcp_jax.fit_posterior(windows, answers, method="block_laplace", check_queries=2, num_samples=400)
+
+
+def test_auto_picks_nuts_small_and_the_block_laplace_large():
+    assert large.choose_method("nuts", "joint", 10**6) == ("nuts", None)
+    method, why = large.choose_method("auto", "joint", 150_000)
+    assert method == "block_laplace" and "150,000 documents" in why
+    assert large.choose_method("auto", "joint", 500)[0] == "nuts"
+    assert large.choose_method("auto", "frozen", 150_000)[0] == "nuts"  # 2Q + 8 parameters: NUTS copes
+    assert large.choose_method("auto", "rubric_only", 150_000)[0] == "svi"
+
+
+def test_block_laplace_posterior_is_checked_against_nuts_and_covers(block_post, tables):
+    post = block_post
+    d = post.diagnostics
+    assert post.method == "block_laplace" and post.model == "joint"
+    assert d["newton_converged"] and d["check_queries"] == 2
+    # the Gaussian's gain intervals against NUTS on the exact conditional posterior of two queries
+    assert d["check_median_gap"] < 0.15 and d["check_max_rhat"] < 1.1
+    docs = post.documents.merge(tables[2], on=["query_id", "doc_id"])
+    assert (docs["gain_lo"] < docs["gain_mean"]).all() and (docs["gain_mean"] < docs["gain_hi"]).all()
+    inside = ((docs["gain_lo"] <= docs["gain"]) & (docs["gain"] <= docs["gain_hi"])).mean()
+    assert 0.75 <= inside <= 1.0  # 120 correlated documents of one collection; 0.90 at 100 x 150 (RESULTS.md)
+    assert post.gain_draws.shape == (400,) + post.inputs.doc_ids.shape
+
+
+def test_block_laplace_posterior_saves_and_loads(block_post, tmp_path):
+    rcp_jax.save_posterior(block_post, tmp_path / "posterior")
+    back = rcp_jax.load_posterior(tmp_path / "posterior")
+    assert back.method == "block_laplace"
+    np.testing.assert_array_equal(back.gain_draws, block_post.gain_draws)
+    assert back.diagnostics["check_median_gap"] == pytest.approx(block_post.diagnostics["check_median_gap"])
+
+
+def test_auto_says_what_it_chose(tables, monkeypatch):
+    windows, answers, _ = tables
+    monkeypatch.setattr(large, "AUTO_NUTS_MAX_DOCS", 50)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = rcp_jax.fit_posterior(windows, answers, method="auto", check_queries=0, num_samples=50)
+    assert post.method == "block_laplace" and post.settings["auto"].startswith("block_laplace: 120 documents")
+    with pytest.raises(DataError, match="approximates the joint model"):
+        rcp_jax.fit_posterior(windows, answers, model="frozen", method="block_laplace")
+
+
+def test_cli_fit_block_laplace_then_evaluate_posterior(demo_tiny, tmp_path, capsys):
+    store, out = tmp_path / "store", tmp_path / "fit"
+    assert main(["judge", "--rows", str(demo_tiny["rows"]), "--store", str(store), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["fit", "--store", str(store), "--out", str(out), "--method", "block-laplace", "--no-plots"]) == 0
+    text = capsys.readouterr().out
+    assert "block Laplace: 500 draws, Newton converged" in text and "against NUTS on 3 queries" in text
+    assert main(["evaluate", "--calibration", str(out), "--runs", str(demo_tiny["runs"]), "--k", "5", "--posterior",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert len(result["posterior"]["pairs"]) == 1

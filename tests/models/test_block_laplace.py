@@ -1,0 +1,113 @@
+"""The block Laplace approximation of the joint model: its density is NumPyro's, its blocks are the Hessian's,
+its mode is the posterior's, and its draws have the dense Gaussian's covariance."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer.util import potential_energy
+
+from benchmarks.fixtures.simulated_collections import collection_tables
+from rcp_jax.bayes.posterior import prepare_inputs
+from rcp_jax.models import bayes, block_laplace, inference, irt, simulate
+
+
+def collection(queries: int, docs: int, seed: int = 1):
+    """(padded inputs, Data, starting blocks x0 float[Q, N + 1], starting items g0 float[2 (C - 1)])."""
+    sim = simulate.simulate_judgements(seed, np.full(queries, docs))
+    inputs = prepare_inputs(*collection_tables(sim), joint=True)
+    data = block_laplace.make_data(inputs.wins, inputs.n_docs, inputs.passes, inputs.trials)
+    cal = irt.fit_2pl_calibration(irt.calibration_cells(inputs.theta, inputs.passes, inputs.trials))
+    u, v = bayes.item_contrasts(cal.u, cal.v)
+    z0 = np.asarray(bayes.contrasts_from_centred(jnp.asarray(inputs.theta, jnp.float32), jnp.asarray(inputs.n_docs)))
+    x0 = np.concatenate([z0 * np.asarray(cal.tau)[:, None], np.log(np.asarray(cal.tau))[:, None],
+                         np.asarray(cal.alpha)[:, None]], axis=1).astype(np.float32)
+    return inputs, data, x0, np.concatenate([u, v])
+
+
+def total(x, g, data) -> float:
+    values = np.asarray(block_laplace._all_values(jnp.asarray(x, jnp.float32), jnp.asarray(g, jnp.float32), data, 4))
+    return float(values.astype(np.float64).sum()) + block_laplace._prior_g(np.asarray(g, np.float64), data.item_sd)[0]
+
+
+@pytest.fixture(scope="module")
+def small():
+    inputs, data, x0, g0 = collection(4, 12)
+    return inputs, data, x0, g0, block_laplace.fit_block_laplace(data, x0, g0)
+
+
+def test_the_density_is_numpyros_joint_model_up_to_a_constant(small):
+    inputs, data, x0, g0, _ = small
+    n, c = inputs.wins.shape[1], inputs.trials.shape[2]
+    kw = dict(wins=data.wins, n_docs=data.n_docs, passes=data.passes, trials=data.trials, param="ability")
+    rng = np.random.default_rng(0)
+    gaps = []
+    for _ in range(3):
+        x = x0 + 0.3 * rng.standard_normal(x0.shape).astype(np.float32)
+        g = g0 + 0.1 * rng.standard_normal(g0.shape)
+        sites = {"w": x[:, : n - 1], "tau": np.exp(x[:, n - 1]), "alpha": x[:, n], "u": g[: c - 1], "v": g[c - 1 :]}
+        # NumPyro's potential energy is in unconstrained coordinates: log tau, as the blocks
+        unconstrained = {**sites, "tau": x[:, n - 1]}
+        gaps.append(float(potential_energy(bayes.joint_model, (), kw, unconstrained)) - total(x, g, data))
+    # NumPyro's padding contrasts have another (prior-only) law; every pool here is full, so there are none
+    assert np.ptp(gaps) < 1e-3 * abs(gaps[0]) + 1e-2
+
+
+@pytest.mark.slow  # compiling the whole-query Hessian by autodiff takes ~20 s
+def test_each_block_is_the_hessian_of_its_query(small):
+    inputs, data, x0, g0, _ = small
+    n, c = inputs.wins.shape[1], inputs.trials.shape[2]
+    q = {k: v[1] for k, v in block_laplace._per_query(data).items()}
+    y = jnp.asarray(np.concatenate([x0[1], g0]), jnp.float32)
+    value, grad, hess = block_laplace._local_blocks(y, q, data, n, c)
+    f = lambda yy: block_laplace._local_nll(yy, q, data, n, c)  # noqa: E731
+    assert float(value) == pytest.approx(float(f(y)), rel=1e-5)
+    np.testing.assert_allclose(grad, jax.grad(f)(y), atol=1e-3 * float(jnp.max(jnp.abs(grad))))
+    np.testing.assert_allclose(hess, jax.hessian(f)(y), atol=1e-4 * float(jnp.max(jnp.abs(hess))))
+
+
+def test_newton_reaches_the_mode(small):
+    inputs, data, x0, g0, fit = small
+    n = inputs.wins.shape[1]
+    assert fit.info["converged"] and fit.info["iterations"] < 20
+    _, grad, _ = block_laplace._all_blocks(fit.x, jnp.asarray(fit.g, jnp.float32), data, 4)
+    pg = block_laplace._prior_g(fit.g, data.item_sd)[1]
+    assert float(jnp.max(jnp.abs(grad[:, : n + 1]))) < 1e-2
+    assert np.max(np.abs(np.asarray(grad[:, n + 1 :], np.float64).sum(0) + pg)) < 5e-2
+    # no lower point nearby, and NumPyro's own optimiser stops no lower
+    assert fit.info["objective"] <= total(x0, g0, data)
+    init = {"w": x0[:, : n - 1], "tau": np.exp(x0[:, n - 1]), "alpha": x0[:, n], "u": g0[: len(g0) // 2],
+            "v": g0[len(g0) // 2 :]}
+    kw = dict(wins=data.wins, n_docs=data.n_docs, passes=data.passes, trials=data.trials, param="ability")
+    values, _ = inference.find_map(bayes.joint_model, kw, init_values=init, seed=0)
+    theirs = np.concatenate([np.asarray(values["w"]), np.log(np.asarray(values["tau"]))[:, None],
+                             np.asarray(values["alpha"])[:, None]], axis=1)
+    assert fit.info["objective"] <= total(theirs, np.concatenate([values["u"], values["v"]]), data) + 1e-3
+
+
+def test_draws_have_the_dense_gaussians_covariance(small):
+    inputs, data, x0, g0, fit = small
+    q, m = fit.x.shape
+    _, _, hess = block_laplace._all_blocks(fit.x, jnp.asarray(fit.g, jnp.float32), data, 4)
+    hess = np.asarray(hess, np.float64)
+    gdim = len(fit.g)
+    dense = np.zeros((q * m + gdim, q * m + gdim))  # the whole Hessian, block-arrow shaped
+    for i in range(q):
+        sl = slice(i * m, (i + 1) * m)
+        dense[sl, sl] = hess[i, :m, :m]
+        dense[sl, q * m :] = hess[i, :m, m:]
+        dense[q * m :, sl] = hess[i, m:, :m]
+    dense[q * m :, q * m :] = hess[:, m:, m:].sum(0) + block_laplace._prior_g(fit.g, data.item_sd)[2]
+    cov = np.linalg.inv(dense)
+    draws = block_laplace.sample_block_laplace(fit, seed=3, num_samples=20_000)
+    flat = np.concatenate([draws["x"].reshape(len(draws["g"]), -1), draws["g"]], axis=1)
+    got = np.cov(flat, rowvar=False)
+    sd = np.sqrt(np.diag(cov))
+    # correlations and SDs within Monte Carlo error of 20,000 draws (SE of a correlation ~0.007)
+    assert np.max(np.abs(np.sqrt(np.diag(got)) / sd - 1)) < 0.03
+    assert np.max(np.abs(got / np.outer(sd, sd) - cov / np.outer(sd, sd))) < 0.04
+    np.testing.assert_allclose(flat.mean(0), np.concatenate([np.asarray(fit.x).ravel(), fit.g]), atol=0.04 * sd.max())
+    fixed = block_laplace.sample_block_laplace(fit, seed=4, num_samples=50, items_fixed=True)
+    assert np.all(fixed["g"] == fit.g)
