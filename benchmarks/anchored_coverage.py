@@ -91,8 +91,8 @@ def run(replications: int, queries: int, chunk: int = 500, seed: int = 0) -> lis
 def table(rows: list[dict]) -> str:
     by = {(r["scenario"], r["fraction"], r["scheme"]): r for r in rows}
     lines = ["| scenario | labelled | scheme | coverage (pairs min-max) | human-only cov. | width ratio (max) | "
-             "corr | null rate (human-only) | judge bias A-B | width vs random |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "corr | null rate (human-only) | judge bias A-B | width vs random | labels | sd corr |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         rand = by[(r["scenario"], r["fraction"], "random")]
         lines.append(
@@ -100,7 +100,8 @@ def table(rows: list[dict]) -> str:
             f"({r['coverage_min_pair']:.3f}-{r['coverage_max_pair']:.3f}) | {r['human_coverage']:.3f} | "
             f"{r['width_ratio']:.3f} ({r['width_ratio_max']:.3f}) | {r['correlation']:.2f} | "
             f"{r['null_rate']:.3f} ({r['null_rate_human']:.3f}) | {r['judge_bias_null_pair']:+.3f} | "
-            f"{r['width'] / rand['width']:.3f} (rmse {r['rmse'] / rand['rmse']:.3f}) |")
+            f"{r['width'] / rand['width']:.3f} (rmse {r['rmse'] / rand['rmse']:.3f}) | {r['labels']:.1f} | "
+            f"{r['sd_corr']:.2f} |")
     return "\n".join(lines)
 
 

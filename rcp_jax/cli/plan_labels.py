@@ -8,8 +8,9 @@ from pathlib import Path
 from rcp_jax.errors import DataError
 
 NAME = "plan-labels"
-HELP = ("choose the next queries to label (probabilities favour queries where the judge is predicted to miss the "
-        "human metric on undecided pairs) and write the plan `rcp-jax anchor --plan` reads back")
+HELP = ("choose the next queries to label (probabilities follow the judge's own per-query uncertainty, e.g. the "
+        "posterior sd, or the residuals predicted from the labels so far) and write the plan, with each query's "
+        "probability, that `rcp-jax anchor --plan` reads back")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
