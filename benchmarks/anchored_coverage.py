@@ -6,14 +6,20 @@ systems. Scenarios:
 
 * ``correlated``: judge_noise 0.3 (per-query correlation of judge and human differences about 0.73);
 * ``uncorrelated``: skill 0 (the judge is blind to relevance; correlation about 0);
-* ``heteroscedastic``: skill 1.5, heterogeneity 1.5, assessor noise 0.2 (the judge is far noisier on a few
-  queries, which is where active labelling could help).
+* ``heteroscedastic``: skill 1.5, heterogeneity 1.5, assessor noise 0.2 (the judge's noise varies a lot between
+  queries, but the human side's misses dominate the residual, so its sd predicts little);
+* ``informative``: judge_noise 0.1, assessor noise 0.1, and on 10% of the queries the judge slips (sd 0.4 on its
+  metric): the residual is dominated by the judge's noise where it slips, and the judge's reported sd tracks its
+  true sd imperfectly (log-scale correlation 0.8, Pearson about 0.65: ``sd_corr`` in the output). This is the
+  regime where active labelling is known to help.
 
-For each scenario, fraction (10%, 25%, 50%) and scheme (``random``: a simple random sample; ``active``: half the
-budget at random, half drawn with the recorded probabilities of :mod:`rcp_jax.anchored.active`) it records the
-coverage of the 90% intervals (target: the benchmark's mean human difference), the anchored / human-only width
-ratio, the judge-only bias, and the null pair's call rate (superpopulation target, where equal quality means a
-true difference of 0). Replications run in vectorised chunks of 500.
+For each scenario, fraction (10%, 25%, 50%) and scheme (``random``: a simple random sample of exactly the
+budget; ``active``: one round, each query drawn with probability ``pi_i`` proportional to the predicted residual
+size from the judge's reported sd (mixed with 20% uniform, capped at 1; the same expected number of labels),
+the estimator weighting by ``1/pi``) it records the coverage of the 90% intervals (target: the benchmark's mean
+human difference), the anchored / human-only width ratio, the active / random width ratio, the judge-only bias,
+and the null pair's call rate (superpopulation target, where equal quality means a true difference of 0).
+Replications run in vectorised chunks of 500.
 
     python -m benchmarks.anchored_coverage --replications 2000
 """
@@ -33,6 +39,7 @@ SCENARIOS = {
     "correlated": dict(judge_noise=0.3),
     "uncorrelated": dict(skill=0.0),
     "heteroscedastic": dict(skill=1.5, heterogeneity=1.5, assessor_noise=0.2),
+    "informative": dict(judge_noise=0.1, slip_share=0.1, slip_sd=0.4, assessor_noise=0.1),
 }
 
 
@@ -57,6 +64,8 @@ def run(replications: int, queries: int, chunk: int = 500, seed: int = 0) -> lis
                         ("judge_bias", rc.judge_only - rc.truth), ("error", rc.anchored_estimate - rc.truth),
                         ("null_called", sp.anchored_called[:, :1]), ("null_called_human", sp.human_called[:, :1]),
                         ("labels", rc.labels[:, None]),
+                        ("sd_corr", np.array([[np.corrcoef(bench.judge_sd[i, 0], bench.noise_sd[i, 0])[0, 1]]
+                                              for i in range(r)])),
                     ):
                         acc.setdefault(name, []).append(value)
                     done += r
@@ -73,7 +82,7 @@ def run(replications: int, queries: int, chunk: int = 500, seed: int = 0) -> lis
                     "correlation": float(np.nanmean(a["corr"])),
                     "judge_bias_null_pair": float(a["judge_bias"][:, 0].mean()),
                     "null_rate": float(a["null_called"].mean()), "null_rate_human": float(a["null_called_human"].mean()),
-                    "labels": float(a["labels"].mean()),
+                    "labels": float(a["labels"].mean()), "sd_corr": float(np.nanmean(a["sd_corr"])),
                 })
                 print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -82,8 +91,8 @@ def run(replications: int, queries: int, chunk: int = 500, seed: int = 0) -> lis
 def table(rows: list[dict]) -> str:
     by = {(r["scenario"], r["fraction"], r["scheme"]): r for r in rows}
     lines = ["| scenario | labelled | scheme | coverage (pairs min-max) | human-only cov. | width ratio (max) | "
-             "corr | null rate (human-only) | judge bias A-B | width vs random |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "corr | null rate (human-only) | judge bias A-B | width vs random | labels | sd corr |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         rand = by[(r["scenario"], r["fraction"], "random")]
         lines.append(
@@ -91,7 +100,8 @@ def table(rows: list[dict]) -> str:
             f"({r['coverage_min_pair']:.3f}-{r['coverage_max_pair']:.3f}) | {r['human_coverage']:.3f} | "
             f"{r['width_ratio']:.3f} ({r['width_ratio_max']:.3f}) | {r['correlation']:.2f} | "
             f"{r['null_rate']:.3f} ({r['null_rate_human']:.3f}) | {r['judge_bias_null_pair']:+.3f} | "
-            f"{r['width'] / rand['width']:.3f} (rmse {r['rmse'] / rand['rmse']:.3f}) |")
+            f"{r['width'] / rand['width']:.3f} (rmse {r['rmse'] / rand['rmse']:.3f}) | {r['labels']:.1f} | "
+            f"{r['sd_corr']:.2f} |")
     return "\n".join(lines)
 
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rcp_jax.anchored.active import inclusion_probabilities, pooled_scale, predicted_residual_scale
+from rcp_jax.anchored.active import (inclusion_probabilities, pooled_scale, predicted_residual_scale,
+                                     uncertainty_scale)
 from rcp_jax.anchored.ppi import anchored_mean, correlation_on_labelled, human_only_mean
 from rcp_jax.errors import DataError
 
@@ -220,17 +221,24 @@ def anchored_comparison(table: pd.DataFrame, *, human: str = "qrel_ndcg", judge:
 
 
 def plan_labels(table: pd.DataFrame, budget: int, *, human: str = "qrel_ndcg", judge: str = "rcp_ndcg",
-                plan: pd.DataFrame | None = None, extra: str | None = None, uniform_share: float = 0.2,
+                plan: pd.DataFrame | None = None, uncertainty: str | None = None, uniform_share: float = 0.2,
                 level: float = 0.9, seed: int = 0) -> pd.DataFrame:
     """The next round of queries to send to human assessors: one row per unlabelled query.
 
     Columns: ``round`` (one more than ``plan``'s last), ``query_id``, ``pi`` (its probability of being drawn),
-    ``selected`` (1 = label it; a Bernoulli(pi) draw with ``seed``), ``predicted_residual`` (its pooled score).
-    The expected number of selected queries is ``budget``. With fewer than 4 labels so far the probabilities are
-    uniform; otherwise they follow :mod:`rcp_jax.anchored.active` over the pairs still undecided. Append the
-    rows to the previous plan and pass the whole plan to :func:`anchored_comparison`.
+    ``selected`` (1 = label it; a Bernoulli(pi) draw with ``seed``), ``predicted_residual`` (its score). The
+    expected number of selected queries is ``budget``. The score is, in order of preference:
+
+    * with ``uncertainty`` (a per-(system, query) column of the judge's own uncertainty, e.g. the posterior ``sd``
+      of RCP-nDCG): :func:`rcp_jax.anchored.active.uncertainty_scale` of each pair's sd ``sqrt(sd_a^2 + sd_b^2)``,
+      over the pairs still undecided when 4 or more queries are labelled (all pairs otherwise); no labels needed;
+    * without it and with 4 or more labels: the residual-size model of :mod:`rcp_jax.anchored.active`;
+    * otherwise: uniform.
+
+    Append the rows to the previous plan and pass the whole plan to :func:`anchored_comparison` (a plan's first
+    round with no labels before it is one design with known ``pi``: the Horvitz-Thompson form of the estimator).
     """
-    arr = query_arrays(table, human, judge, extra)
+    arr = query_arrays(table, human, judge, uncertainty)
     labelled = arr.labelled
     design_arrays(plan, arr.queries, labelled)  # the same checks as the estimator
     eligible = ~labelled
@@ -240,13 +248,16 @@ def plan_labels(table: pd.DataFrame, budget: int, *, human: str = "qrel_ndcg", j
         raise DataError(f"--budget must be at least 1; got {budget}")
     s = len(arr.systems)
     ia, ib = np.triu_indices(s, 1)
-    if labelled.sum() >= 4:
-        comp = anchored_comparison(table, human=human, judge=judge, plan=plan, level=level)
+    comp = anchored_comparison(table, human=human, judge=judge, plan=plan, level=level) if labelled.sum() >= 4 else None
+    undecided = None if comp is None else (comp.pairs["verdict"] == "undecided").to_numpy()
+    if arr.extra is not None:
+        if (arr.extra < 0).any():
+            raise DataError(f"{uncertainty} must be non-negative (an sd)")
+        score = uncertainty_scale(np.sqrt(arr.extra[ia] ** 2 + arr.extra[ib] ** 2), undecided)
+    elif comp is not None:
         y = arr.human[ia] - arr.human[ib]
         f = arr.judge[ia] - arr.judge[ib]
-        ex = None if arr.extra is None else np.sqrt(arr.extra[ia] ** 2 + arr.extra[ib] ** 2)
-        scale = predicted_residual_scale(y, f, ex)
-        undecided = (comp.pairs["verdict"] == "undecided").to_numpy()
+        scale = predicted_residual_scale(y, f)
         score = pooled_scale(scale, comp.pairs["anchored_se"].to_numpy() ** 2, undecided)
     else:
         score = np.ones(len(arr.queries))

@@ -25,8 +25,10 @@ residuals' mean in ratio (Hajek) form)::
     theta = mean_i g_i + (sum_K r_i + M rbar) / N
     var   = (M / M_hat)^2 / N^2 sum_D (1 - pi_i) / pi_i^2 (r_i - rbar)^2 * m / (m - p),  M_hat = sum_D 1 / pi_i
 
-``(lam, c)`` is the 1/pi-weighted least-squares fit of ``y`` on ``f`` over the labelled queries (the
-power-tuned lambda: it minimises the estimated variance; with a simple random sample, ``c`` cancels and
+``(lam, c)`` is the least-squares fit of ``y`` on ``f`` over the drawn queries weighted by ``(1 - pi)/pi^2``, the
+weight of each query's term in ``var`` (the power-tuned lambda: it minimises the estimated variance, so under
+active selection the queries drawn for their large predicted residual do not drag the line; with a simple
+random sample the weights are equal, ``c`` cancels and
 ``theta = lam * mean_all(f) + mean_lab(y - lam f)``, PPI++ exactly, with ``lam = Cov(y, f) / Var(f)``: no
 ``(1 + n/N)`` factor, because ``mean_all(f)`` is a fixed number under the benchmark target). Lambda is
 **not** clipped to [0, 1]: RCP-nDCG and qrel-nDCG have different scales, so lambda = 1 has no special
@@ -128,7 +130,11 @@ def _estimate(y, f, pi, *, slope: bool, level: float, target: str, fit_on=None) 
     pi_safe = np.where(lab, pi, 1.0)
     y0 = np.where(lab, y, 0.0)
     w = np.where(lab, 1.0 / pi_safe, 0.0)
-    wfit = w if fit_on is None else np.where(fit_on & lab, 1.0, 0.0)
+    if fit_on is not None:
+        wfit = np.where(fit_on & lab, 1.0, 0.0)
+    else:  # power tuning: the line minimising the estimated variance, whose terms weigh (1 - pi) / pi^2
+        wfit = np.where(lab & (pi_safe < 1.0), (1.0 - pi_safe) / pi_safe**2, 0.0)
+        wfit = np.where((wfit.sum(-1) > 0)[..., None], wfit, w)
     lam, c = _fit_line(y0, f, wfit, slope)
     g = lam[..., None] * f + c[..., None]
     resid = np.where(lab, y0 - g, 0.0)
@@ -200,8 +206,9 @@ def _batched(y, f, pi, batch, *, slope: bool, level: float, target: str) -> Mean
         pib = np.where(batch < b, 1.0, np.where(batch == b, pi, np.nan))
         before = (batch >= 0) & (batch < b)  # the line is fitted on the labels known before the round: fixed
         enough = before.sum(-1, keepdims=True) >= (4 if slope else 2)  # given them, so the round is unbiased
-        parts.append(_estimate(yb, f, pib, slope=slope, level=level, target="benchmark",
-                               fit_on=np.where(enough, before, True)))
+        # no labels before the round (a plan's first round): one design with known pi, the power-tuned line
+        fit_on = np.where(enough, before, True) if enough.any() else None
+        parts.append(_estimate(yb, f, pib, slope=slope, level=level, target="benchmark", fit_on=fit_on))
         sizes.append((batch == b).sum(-1).astype(np.float64))
     if not parts:
         return _estimate(y, f, None, slope=slope, level=level, target=target)

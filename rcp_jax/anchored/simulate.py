@@ -6,8 +6,16 @@ Each system returns ``k`` documents per query. A document's latent relevance is
 grades (DCG of ``2^g - 1`` over the largest possible DCG). The judge's gain is ``skill * z + bias_s +
 judge_sd_q * noise`` (its metric the same discounted sum, scaled to 0..1): the judge sees the latent
 relevance through its skill, adds a system-specific bias (a style it favours in one system's documents) and
-is noisier on some queries than others; ``judge_sd_q`` is what a judge's posterior sd would reveal. So
-judge-only differences are biased wherever the biases differ, and the human metric is the truth to recover.
+is noisier on some queries than others (a log-normal factor per query); on a share ``slip_share`` of the
+queries it also slips (a per-(system, query) error of sd ``slip_sd`` on its metric: it misreads the query for
+that list). So judge-only differences are biased wherever the biases differ, and the human metric is the truth
+to recover.
+
+**The judge's own uncertainty** (``judge_sd``, what a posterior sd of RCP-nDCG would report) tracks its true
+per-query noise sd *imperfectly*: ``log(reported) = log(true sd) + tau * noise``, with ``tau`` set so that the
+log-scale correlation of reported and true sd across queries is ``sd_signal`` (default 0.8; a Pearson
+correlation of about 0.65 on the sd scale in the ``informative`` scenario). This is the regime where active
+labelling can help, and the assumption behind the active-versus-random ratios the benchmark reports.
 
 Everything is vectorised over replications: arrays ``[R, S, N]`` (replications, systems, queries).
 """
@@ -18,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rcp_jax.anchored.active import inclusion_probabilities, pooled_scale, predicted_residual_scale
+from rcp_jax.anchored.active import inclusion_probabilities, uncertainty_scale
 from rcp_jax.anchored.ppi import anchored_mean, correlation_on_labelled, human_only_mean
 
 #: the default systems: name -> (latent quality, judge bias). A and B are a null pair (equal quality) that the
@@ -28,13 +36,15 @@ SYSTEMS = {"A": (0.0, 0.0), "B": (0.0, 0.25), "C": (0.15, -0.2), "D": (0.35, 0.0
 
 @dataclass(frozen=True)
 class SimulatedBenchmark:
-    """``human``, ``judge``, ``judge_sd``: float[R, S, N]; ``systems``: names; ``pairs``: (a, b) indices."""
+    """``human``, ``judge``, ``judge_sd`` (the judge's reported sd), ``noise_sd`` (its true noise sd): float[R, S, N];
+    ``systems``: names; ``pairs``: (a, b) indices."""
 
     human: np.ndarray
     judge: np.ndarray
     judge_sd: np.ndarray
     systems: tuple[str, ...]
     pairs: tuple[tuple[int, int], ...] = field(default=())
+    noise_sd: np.ndarray | None = None
 
     def differences(self, values: np.ndarray) -> np.ndarray:
         """float[R, P, N]: values[a] - values[b] for each pair."""
@@ -50,11 +60,15 @@ class SimulatedBenchmark:
 def simulate_benchmark(rng: np.random.Generator, *, replications: int = 200, queries: int = 200, k: int = 10,
                        skill: float = 1.0, judge_noise: float = 0.35, systems: dict | None = None,
                        interaction: float = 0.3, heterogeneity: float = 0.8,
-                       assessor_noise: float = 0.5) -> SimulatedBenchmark:
+                       assessor_noise: float = 0.5, slip_share: float = 0.0, slip_sd: float = 0.1,
+                       sd_signal: float = 0.8) -> SimulatedBenchmark:
     """Draw ``replications`` independent benchmarks of ``queries`` queries (see the module docstring).
 
     ``skill`` 0 gives a judge blind to relevance (judge and human differences uncorrelated); ``judge_noise``
-    is the typical judge noise sd per document (each query's sd is it times a log-normal factor).
+    is the typical judge noise sd per document (each query's sd is it times a log-normal factor of sd
+    ``heterogeneity``); ``slip_share``/``slip_sd``: the share of queries where the judge slips and the sd of the
+    slip on its metric; ``sd_signal`` in (0, 1]: how well the reported ``judge_sd`` tracks the true noise sd (1 =
+    exactly; see the module docstring).
     """
     systems = SYSTEMS if systems is None else systems
     names = tuple(systems)
@@ -71,9 +85,23 @@ def simulate_benchmark(rng: np.random.Generator, *, replications: int = 200, que
     sd = judge_noise * np.exp(rng.normal(0.0, heterogeneity, size=(r, 1, n, 1)))
     gain = skill * z + bias[None, :, None, None] + sd * rng.normal(size=z.shape)
     judge = (gain * discount).sum(-1) / (3.0 * discount.sum())
-    judge_sd = np.broadcast_to(sd[..., 0] * np.sqrt((discount**2).sum()) / (3.0 * discount.sum()), human.shape)
+    doc_sd = sd[..., 0] * np.sqrt((discount**2).sum()) / (3.0 * discount.sum())  # float[R, 1, N]
+    # on a share of the queries the judge slips: a per-(system, query) error of sd slip_sd on its metric
+    slips = rng.random((r, 1, n)) < slip_share
+    query_sd = np.where(slips, slip_sd, 0.0)
+    judge = judge + query_sd * rng.normal(size=judge.shape)
+    true_sd = np.sqrt(doc_sd**2 + query_sd**2)  # the sd of the judge metric's noise on each query
+    # what the judge reports: the true sd misjudged by a log-normal factor, so that log(reported) correlates
+    # sd_signal with log(true sd) across queries (1: it knows its noise exactly)
+    if not 0.0 < sd_signal <= 1.0:
+        raise ValueError(f"sd_signal must be in (0, 1]; got {sd_signal}")
+    spread = np.log(true_sd).std(-1, keepdims=True)
+    tau = spread * np.sqrt(1.0 - sd_signal**2) / sd_signal
+    reported = true_sd * np.exp(tau * rng.normal(size=true_sd.shape))
+    judge_sd = np.broadcast_to(reported, human.shape)
     pairs = tuple((a, b) for a in range(s) for b in range(a + 1, s))
-    return SimulatedBenchmark(human=human, judge=judge, judge_sd=np.array(judge_sd), systems=names, pairs=pairs)
+    return SimulatedBenchmark(human=human, judge=judge, judge_sd=np.array(judge_sd), systems=names, pairs=pairs,
+                              noise_sd=np.array(np.broadcast_to(true_sd, human.shape)))
 
 
 def random_labels(rng: np.random.Generator, shape: tuple[int, ...], n: int) -> np.ndarray:
@@ -100,17 +128,17 @@ class ReplicatedComparison:
     human_called: np.ndarray
     correlation: np.ndarray    # judge vs human differences on the labelled queries
     labels: np.ndarray         # float[R]: labels used
-    targeted: np.ndarray       # bool[R, P]: the pairs the active round aimed at (undecided after its first round)
 
 
 def replicate(bench: SimulatedBenchmark, rng: np.random.Generator, fraction: float, *, scheme: str = "random",
-              level: float = 0.9, first_share: float = 0.5, uniform_share: float = 0.2,
-              use_judge_sd: bool = True, target: str = "benchmark") -> ReplicatedComparison:
+              level: float = 0.9, uniform_share: float = 0.2, target: str = "benchmark") -> ReplicatedComparison:
     """Label ``fraction`` of the queries in every replication and estimate every pair's human difference.
 
-    ``scheme``: ``random`` (a simple random sample) or ``active`` (``first_share`` of the budget as a simple
-    random sample, the rest drawn with :func:`inclusion_probabilities` from the residuals predicted on it).
-    ``target``: passed to the estimators; ``truth`` (and ``covered``) stay the benchmark mean.
+    ``scheme``: ``random`` (a simple random sample of exactly ``fraction * N`` queries) or ``active`` (one round:
+    each query drawn independently with probability ``pi_i`` from :func:`inclusion_probabilities` of
+    :func:`uncertainty_scale` of the judge's reported sd, so the expected number of labels is the same; the
+    estimators weight the labels by ``1/pi``). ``target``: passed to the estimators; ``truth`` (and ``covered``)
+    stay the benchmark mean.
     """
     y_all = bench.differences(bench.human)
     f = bench.differences(bench.judge)
@@ -123,27 +151,16 @@ def replicate(bench: SimulatedBenchmark, rng: np.random.Generator, fraction: flo
         anchored = anchored_mean(y, f, level=level, target=target)
         human = human_only_mean(y, level=level, target=target)
         labels = mask[:, 0].sum(-1).astype(float)
-        undecided = np.ones((r, p), bool)
     elif scheme == "active":
-        n0 = int(round(first_share * budget))
-        first = random_labels(rng, (r, n), n0)[:, None, :]
-        y0 = np.where(first, y_all, np.nan)
-        current = anchored_mean(y0, f, level=level)
-        extra = None
-        if use_judge_sd:
-            sd = bench.judge_sd
-            extra = np.sqrt(sd[:, [a for a, _ in bench.pairs]] ** 2 + sd[:, [b for _, b in bench.pairs]] ** 2)
-        scale = predicted_residual_scale(y0, f, extra)
-        undecided = (current.low <= 0) & (current.high >= 0)
-        score = pooled_scale(scale, current.se**2, undecided)
-        pi = inclusion_probabilities(score, budget - n0, ~first[:, 0], uniform_share=uniform_share)
-        drawn = (rng.random((r, n)) < pi) & ~first[:, 0]
-        batch = np.where(first[:, 0], 0, np.where(drawn, 1, -1))[:, None, :]
-        y = np.where(batch >= 0, y_all, np.nan)
-        pib = np.where(first[:, 0], 1.0, pi)[:, None, :]
-        anchored = anchored_mean(y, f, pib, batch=batch, level=level, target=target)
-        human = human_only_mean(y, pib, batch=batch, level=level, target=target)
-        labels = (batch[:, 0] >= 0).sum(-1).astype(float)
+        sd = bench.judge_sd
+        pair_sd = np.sqrt(sd[:, [a for a, _ in bench.pairs]] ** 2 + sd[:, [b for _, b in bench.pairs]] ** 2)
+        score = uncertainty_scale(pair_sd)
+        pi = inclusion_probabilities(score, budget, np.ones((r, n), bool), uniform_share=uniform_share)
+        drawn = rng.random((r, n)) < pi
+        y = np.where(drawn[:, None, :], y_all, np.nan)
+        anchored = anchored_mean(y, f, pi[:, None, :], level=level, target=target)
+        human = human_only_mean(y, pi[:, None, :], level=level, target=target)
+        labels = drawn.sum(-1).astype(float)
     else:
         raise ValueError(f"unknown scheme {scheme!r}")
     return ReplicatedComparison(
@@ -155,5 +172,4 @@ def replicate(bench: SimulatedBenchmark, rng: np.random.Generator, fraction: flo
         human_covered=(human.low <= truth) & (truth <= human.high),
         human_called=(human.low > 0) | (human.high < 0),
         correlation=correlation_on_labelled(np.where(np.isfinite(y), y_all, np.nan), f), labels=labels,
-        targeted=np.where(undecided.any(-1, keepdims=True), undecided, True),
     )

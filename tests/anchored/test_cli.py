@@ -53,3 +53,28 @@ def test_missing_column_is_a_usage_error(cli, tmp_path):
     path, _ = _write(tmp_path)
     res = cli("anchor", str(path), "--judge", "nope")
     assert res.returncode == 2 and "no column 'nope'" in res.stderr
+
+
+def test_plan_labels_reads_the_uncertainty_column_or_a_posterior_file(cli, tmp_path):
+    b = simulate_benchmark(np.random.default_rng(2), replications=1, queries=60, slip_share=0.2, slip_sd=0.4)
+    rows = [{"system": name, "query_id": f"q{q}", "rcp_ndcg": b.judge[0, s, q], "qrel_ndcg": np.nan,
+             "sd": b.judge_sd[0, s, q]} for s, name in enumerate(b.systems) for q in range(60)]
+    path = tmp_path / "per_query.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    res = cli("plan-labels", str(path), "--budget", "12", "--out", str(tmp_path / "plan.csv"))
+    assert res.returncode == 0, res.stderr
+    assert "the judge's uncertainty (sd)" in res.stdout
+    plan = pd.read_csv(tmp_path / "plan.csv")
+    assert abs(plan["pi"].sum() - 12) < 1e-9 and plan["pi"].nunique() > 1
+    # the same sd from a posterior_per_query.csv-shaped file gives the same probabilities
+    posterior = tmp_path / "posterior_per_query.csv"
+    pd.DataFrame(rows)[["system", "query_id", "sd"]].assign(mean=0.5).to_csv(posterior, index=False)
+    pd.DataFrame(rows).drop(columns="sd").to_csv(path, index=False)
+    res = cli("plan-labels", str(path), "--budget", "12", "--out", str(tmp_path / "plan2.csv"),
+              "--uncertainty", str(posterior))
+    assert res.returncode == 0, res.stderr
+    assert np.allclose(pd.read_csv(tmp_path / "plan2.csv")["pi"], plan["pi"])
+    res = cli("plan-labels", str(path), "--budget", "12", "--out", str(tmp_path / "plan3.csv"))
+    assert res.returncode == 0 and "uniform" in res.stdout
+    res = cli("plan-labels", str(path), "--budget", "12", "--out", str(tmp_path / "plan4.csv"), "--uncertainty", "nope")
+    assert res.returncode == 2 and "neither a column" in res.stderr

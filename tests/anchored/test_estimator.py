@@ -100,3 +100,28 @@ def test_a_plan_round_is_read_back_and_its_rules_enforced():
     labelled.loc[labelled["query_id"] == outside, "qrel_ndcg"] = 0.5
     with pytest.raises(DataError, match="did not select"):
         anchored_comparison(labelled, plan=plan)
+
+
+def test_a_first_plan_round_from_the_sd_column_is_the_horvitz_thompson_estimate():
+    b = simulate_benchmark(np.random.default_rng(4), replications=1, queries=80, slip_share=0.1, slip_sd=0.4)
+    table = pd.DataFrame([{"system": name, "query_id": f"q{q}", "rcp_ndcg": b.judge[0, s, q], "qrel_ndcg": np.nan,
+                           "sd": b.judge_sd[0, s, q]} for s, name in enumerate(b.systems) for q in range(80)])
+    plan = plan_labels(table, 20, uncertainty="sd", seed=1)
+    assert plan["pi"].sum() == pytest.approx(20) and plan["pi"].std() > 0
+    # larger reported sd, larger probability (sd is the same for every system of a query here)
+    sd = table.groupby("query_id", sort=False)["sd"].first().loc[plan["query_id"]].to_numpy()
+    assert np.corrcoef(sd, plan["pi"])[0, 1] > 0.5
+    chosen = plan.loc[plan["selected"] == 1, "query_id"]
+    lab = table["query_id"].isin(chosen)
+    table.loc[lab, "qrel_ndcg"] = [b.human[0, "ABCD".index(r.system), int(r.query_id[1:])]
+                                   for r in table.loc[lab].itertuples()]
+    comp = anchored_comparison(table, plan=plan)
+    pi = plan.set_index("query_id")["pi"].reindex([f"q{q}" for q in range(80)]).to_numpy()
+    y = b.human[0, 0] - b.human[0, 1]
+    mask = np.isin([f"q{q}" for q in range(80)], chosen)
+    # the pivot sorts query ids as strings: compare on the one-design estimator with the same order
+    order = np.argsort([f"q{q}" for q in range(80)])
+    direct = anchored_mean(np.where(mask, y, np.nan)[order], (b.judge[0, 0] - b.judge[0, 1])[order], pi[order])
+    row = comp.pairs.iloc[0]
+    assert (row["anchored"], row["anchored_low"], row["anchored_high"]) == pytest.approx(
+        (float(direct.estimate), float(direct.low), float(direct.high)))
