@@ -133,20 +133,26 @@ class AnchoredComparison:
         lines = [f"{self.human} anchored by {self.judge}: {self.n_labelled} of {self.n_queries} queries labelled; "
                  f"{self.level:.0%} intervals; target: {self.target}",
                  "", "systems (mean human metric):",
-                 f"{'system':<14}{'judge-only':>11}{'human-only':>26}{'anchored':>26}{'lambda':>8}"]
+                 f"{'system':<14}{'judge-only':>11}{'human-only':>29}{'anchored':>29}{'lambda':>8}"]
         for r in self.systems.itertuples(index=False):
-            lines.append(f"{r.system:<14}{r.judge_mean:>11.4f}{_iv(r.human_only, r.human_only_low, r.human_only_high):>26}"
-                         f"{_iv(r.anchored, r.anchored_low, r.anchored_high):>26}{r.lam:>8.2f}")
+            lines.append(f"{r.system:<14}{r.judge_mean:>11.4f}{_iv(r.human_only, r.human_only_low, r.human_only_high):>29}"
+                         f"{_iv(r.anchored, r.anchored_low, r.anchored_high):>29}{r.lam:>8.2f}")
         lines += ["", f"pairs (difference A - B; called at Holm-adjusted p <= {1 - self.level:.2f}):",
-                  f"{'A':<10}{'B':<10}{'judge-only':>11}{'human-only':>26}{'anchored':>26}{'width':>7}{'p adj':>8}  verdict"]
+                  f"{'A':<10}{'B':<10}{'judge-only':>11}{'human-only':>29}{'anchored':>29}{'width':>7}{'p adj':>8}  verdict"]
         for r in self.pairs.itertuples(index=False):
             lines.append(f"{r.system_a:<10}{r.system_b:<10}{r.judge_diff:>11.4f}"
-                         f"{_iv(r.human_only, r.human_only_low, r.human_only_high):>26}"
-                         f"{_iv(r.anchored, r.anchored_low, r.anchored_high):>26}{r.width_ratio:>7.2f}"
+                         f"{_iv(r.human_only, r.human_only_low, r.human_only_high):>29}"
+                         f"{_iv(r.anchored, r.anchored_low, r.anchored_high):>29}{r.width_ratio:>7.2f}"
                          f"{r.p_adjusted:>8.3f}  {r.verdict}")
         lines += ["", "width: anchored / human-only interval width", "assumptions:",
                   *[f"  - {a}" for a in self.assumptions]]
         return "\n".join(lines)
+
+
+def _quiet(fn, *args):
+    """``fn(*args)`` with NumPy's 0 / 0 warnings silenced (a pair equal on every labelled query gives NaN)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return fn(*args)
 
 
 def _iv(est: float, low: float, high: float) -> str:
@@ -177,6 +183,9 @@ def anchored_comparison(table: pd.DataFrame, *, human: str = "qrel_ndcg", judge:
         raise DataError(f"{human} is present on {int(labelled.sum())} queries; the anchored estimate needs at least 4 "
                         "labelled queries")
     batch, pi = design_arrays(plan, arr.queries, labelled)
+    every_query = target == "benchmark" and bool(labelled.all())
+    if every_query:  # the benchmark mean is known exactly: zero-width intervals would call any difference
+        target = "superpopulation"
     kwargs = dict(level=level, target=target)
     if plan is not None:
         kwargs.update(pi=pi, batch=batch)
@@ -192,8 +201,9 @@ def anchored_comparison(table: pd.DataFrame, *, human: str = "qrel_ndcg", judge:
     ia, ib = np.triu_indices(s, 1)
     y = arr.human[ia] - arr.human[ib]
     f = arr.judge[ia] - arr.judge[ib]
-    anch = anchored_mean(y, f, **kwargs)
-    hum = human_only_mean(y, **kwargs)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a pair equal on every labelled query: width 0 / 0
+        anch = anchored_mean(y, f, **kwargs)
+        hum = human_only_mean(y, **kwargs)
     p_adj = adjust_pvalues(anch.p_value, correction)
     alpha = 1.0 - level
     names = np.array(arr.systems, dtype=object)
@@ -204,7 +214,8 @@ def anchored_comparison(table: pd.DataFrame, *, human: str = "qrel_ndcg", judge:
         "human_only": hum.estimate, "human_only_low": hum.low, "human_only_high": hum.high, "human_only_p": hum.p_value,
         "anchored": anch.estimate, "anchored_low": anch.low, "anchored_high": anch.high, "anchored_se": anch.se,
         "p_value": anch.p_value, "p_adjusted": p_adj, "lam": anch.lam,
-        "correlation": correlation_on_labelled(y, f), "width_ratio": anch.width / hum.width, "verdict": verdict,
+        "correlation": _quiet(correlation_on_labelled, y, f), "width_ratio": _quiet(np.divide, anch.width, hum.width),
+        "verdict": verdict,
     })
     n, n_lab = len(arr.queries), int(labelled.sum())
     how = ("drawn in the rounds of the labelling plan with its recorded probabilities (labels outside the plan: a "
@@ -212,7 +223,10 @@ def anchored_comparison(table: pd.DataFrame, *, human: str = "qrel_ndcg", judge:
     assumptions = (
         f"the {n_lab} labelled queries are {how}; labels chosen by looking at the scores would bias the estimate",
         (f"inference target: the mean {human} over these {n} queries (the benchmark)" if target == "benchmark" else
-         f"inference target: the mean {human} of the population these {n} queries were drawn from"),
+         f"inference target: the mean {human} of the population these {n} queries were drawn from"
+         + (f" (every one of the {n} queries is labelled, so their own mean is known exactly and the judge adds nothing "
+            "to it: the intervals and calls are for queries like these, as --target superpopulation)"
+            if every_query else "")),
         f"{judge} is known on every query of every system; it may be biased (lambda rescales it; its bias cancels)",
         f"t intervals (a normal approximation): with very few labels or very skewed differences they are rough",
     )

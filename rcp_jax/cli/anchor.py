@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         plot_pair_intervals(comp, args.figure)
     payload = {"settings": {"human": human, "judge": args.judge, "level": args.level, "correction": args.correction,
                             "target": args.target, "plan": str(args.plan) if args.plan else None},
-               "n_queries": comp.n_queries, "n_labelled": comp.n_labelled,
+               "target": comp.target, "n_queries": comp.n_queries, "n_labelled": comp.n_labelled,
                "systems": jsonable(comp.systems), "pairs": jsonable(comp.pairs),
                "assumptions": list(comp.assumptions)}
     text = comp.to_text() + (f"\nfigure: {args.figure}" if args.figure else "")

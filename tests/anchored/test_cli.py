@@ -78,3 +78,19 @@ def test_plan_labels_reads_the_uncertainty_column_or_a_posterior_file(cli, tmp_p
     assert res.returncode == 0 and "uniform" in res.stdout
     res = cli("plan-labels", str(path), "--budget", "12", "--out", str(tmp_path / "plan4.csv"), "--uncertainty", "nope")
     assert res.returncode == 2 and "neither a column" in res.stderr
+
+
+def test_every_query_labelled_reports_for_the_population_not_zero_width_calls(cli, tmp_path):
+    # with every query labelled the benchmark mean is known exactly; zero-width intervals would call any
+    # difference, so the comparison is for queries like these (superpopulation), said in the assumptions
+    path, _ = _write(tmp_path, frac=1.1)
+    res = cli("anchor", str(path), "--json")
+    assert res.returncode == 0, res.stderr
+    payload = json.loads(res.stdout)
+    assert payload["target"] == "superpopulation"
+    assert all(p["anchored_high"] > p["anchored_low"] for p in payload["pairs"])
+    assert any("every one of the 60 queries is labelled" in a for a in payload["assumptions"])
+    assert "warning" not in res.stderr
+    human_only = pd.read_csv(path).pivot(index="query_id", columns="system", values="qrel_ndcg").mean()
+    systems = {r["system"]: r for r in payload["systems"]}
+    assert all(abs(systems[s]["anchored"] - human_only[s]) < 1e-12 for s in human_only.index)
