@@ -82,7 +82,7 @@ def _split(y: jax.Array, n: int, c: int):
     return y[: n - 1], y[n - 1], y[n], y[n + 1 : n + c], y[n + c :]
 
 
-def _items(u: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
+def item_parameters(u: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
     """gamma = C softmax(H u), beta = H v (the joint model's item parameters), float[C] each."""
     h = jnp.asarray(helmert_matrix(u.shape[-1] + 1), u.dtype)
     return (u.shape[-1] + 1) * jax.nn.softmax(h @ u), h @ v
@@ -118,7 +118,7 @@ def _rest_nll(y: jax.Array, q: dict, data: Data, n: int, c: int) -> jax.Array:
     tau = jnp.exp(log_tau)
     prior_tau = 0.5 * ((tau - 1.0) / data.tau_sd) ** 2 - log_tau  # truncated normal in log coordinates
     prior_alpha = 0.5 * (alpha / data.alpha_sd) ** 2
-    gamma, beta = _items(u, v)
+    gamma, beta = item_parameters(u, v)
     ability = centred_from_contrasts(jnp.where(active, w, 0.0)[None], q["n"][None])[0] + alpha
     logits = gamma * (ability[:, None] - beta)
     passes, trials = q["passes"], q["trials"]
@@ -372,7 +372,7 @@ def samples_as_sites(draws: dict, n: int, c: int) -> dict:
     x, g = draws["x"], draws["g"]
     w, tau, alpha = x[..., : n - 1], np.exp(x[..., n - 1]), x[..., n]
     u, v = g[:, : c - 1], g[:, c - 1 :]
-    gamma, beta = jax.vmap(_items)(jnp.asarray(u, jnp.float32), jnp.asarray(v, jnp.float32))
+    gamma, beta = jax.vmap(item_parameters)(jnp.asarray(u, jnp.float32), jnp.asarray(v, jnp.float32))
     sites = {"w": w, "z": w / tau[..., None], "tau": tau, "alpha": alpha, "u": u, "v": v,
              "gamma": np.asarray(gamma), "beta": np.asarray(beta)}
     return {k: np.asarray(val, np.float32)[None] for k, val in sites.items()}

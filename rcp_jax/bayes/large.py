@@ -20,7 +20,6 @@ import dataclasses
 import time
 import warnings
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -131,7 +130,7 @@ def nuts_check(inputs, fit, data, *, n_queries: int, seed: int, bt_ridge: float,
     init = {"w": x[:, : n - 1], "tau": np.exp(x[:, n - 1]), "alpha": x[:, n]}
     draws = inference.run_nuts(block_laplace.conditional_model, kwargs, seed=seed, num_warmup=num_warmup,
                                num_samples=num_samples, num_chains=2, init_values=init)
-    gamma, beta = (np.asarray(a) for a in block_laplace._items(jnp.asarray(u, jnp.float32), jnp.asarray(v, jnp.float32)))
+    gamma, beta = (np.asarray(a) for a in block_laplace.item_parameters(jnp.asarray(u, jnp.float32), jnp.asarray(v, jnp.float32)))
 
     def gains(w, alpha):  # float[..., Qs, N] gains of contrasts w [..., Qs, N-1] and offsets alpha [..., Qs]
         ability = bayes.centred_from_contrasts(jnp.asarray(w), n_docs) + jnp.asarray(alpha)[..., None]

@@ -38,14 +38,15 @@ HOLES = ("refuse", "zero", "ignore")
 
 
 class GainSource:
-    """The gains a measure holds: a :class:`rcp_jax.Calibration` and a short, stable label for its name.
+    """The gains a measure holds (``fitted``: a :class:`rcp_jax.Calibration`, or a :class:`rcp_jax.Posterior` for
+    ``RCP_nDCG_Bayes``) and a short, stable label for its name.
 
     Two sources are equal when their gain tables are (the label carries a hash of them), so measures built from
     the same calibration compare equal and key the same column of ``pt.Experiment``.
     """
 
-    def __init__(self, calibration, label: str) -> None:
-        self.calibration = calibration
+    def __init__(self, fitted, label: str) -> None:
+        self.fitted = fitted
         self.label = label
 
     def __repr__(self) -> str:
@@ -140,7 +141,7 @@ class _GainMeasure(Measure):
         if source is None:
             raise DataError(f"{self.NAME} needs the gains it scores with: {self.NAME}(calibration)@10, where "
                             "calibration is an rcp_jax.Calibration or the folder `rcp-jax fit --out` wrote")
-        cal = source.calibration
+        cal = source.fitted
         gains = cal.gains() if self.GAIN == "rcp" else cal.count_gains()
         judged = set(gains["query_id"].astype(str))
         run = run.loc[:, ["query_id", "doc_id", "score"]].astype({"query_id": str, "doc_id": str})
@@ -249,7 +250,7 @@ class _RCPnDCGBayes(Measure):
         if source is None:
             raise DataError(f"{self.NAME} needs a posterior: {self.NAME}('runs/fit')@10, the folder "
                             "`rcp-jax fit --method nuts|svi|laplace --out` wrote, or an rcp_jax.Posterior")
-        post = source.calibration
+        post = source.fitted
         judged = {str(q) for q in post.inputs.query_ids}
         run = run.loc[:, ["query_id", "doc_id", "score"]].astype({"query_id": str, "doc_id": str})
         _refuse_unjudged(self, run, qrels, judged, "posterior gains")

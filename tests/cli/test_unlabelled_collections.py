@@ -22,7 +22,6 @@ import pytest
 
 from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from rcp_jax import data
-from rcp_jax.cli import main
 from rcp_jax.errors import DataError
 from rcp_jax.judging import SimulatedJudge
 from tests.helpers.cli_io import cli, ok
