@@ -9,7 +9,10 @@ and a store:
 * **budgeted**: :func:`rcp_jax.budget.judge_budgeted` to ``--max-fraction`` of the full calls, run past its
   stopping point (``stop_when_decided=False``) so the whole curve is drawn; the stopping rule's own point is
   the first round it fires;
-* **random**: the same loop choosing balanced random windows (strategy ``random``).
+* **random**: the same loop choosing balanced random windows (strategy ``random``);
+* **batched** (``--batch-round-fraction F``): the budgeted loop with rounds of F x the full calls, the fewer,
+  larger rounds a batch API wants (each round one batch across all queries; the simulated judge answers a
+  window the same online or in a batch, so only the round size differs).
 
 Decisions of every variant use the same posterior (:mod:`rcp_jax.budget.gains`) and rule
 (:func:`rcp_jax.bayes.posterior_ndcg.decide`). The budgeted and random stores start as copies of the full
@@ -105,15 +108,17 @@ def one_seed(seed: int, args, work: Path) -> dict:
         dec_f, _ = decisions_of(ws_f, ans_f, pools, weights, seed)
         rec["curves"].append({"variant": "fixed", "calls": planned, "fraction": planned / full_calls, **score(dec_f.pairs)})
 
-    for strategy in ("posterior", "random"):
-        store = work / strategy
+    variants = [("budgeted", "posterior", None), ("random", "random", None)]
+    if args.batch_round_fraction:
+        variants.append(("batched", "posterior", max(len(pools), int(np.ceil(args.batch_round_fraction * full_calls)))))
+    for name, strategy, round_calls in variants:
+        store = work / name
         shutil.copytree(work / "full", store)
-        settings = BudgetSettings(strategy=strategy, stop_when_decided=False)
+        settings = BudgetSettings(strategy=strategy, stop_when_decided=False, round_calls=round_calls)
         t0 = time.perf_counter()
         res = judge_budgeted(sim.collection, sim.runs, judge=sim.judge, store=store, budget=args.max_fraction,
                              settings=settings, concurrency=64)
         wall = time.perf_counter() - t0
-        name = "budgeted" if strategy == "posterior" else "random"
         stop_round = None
         for rep in res.rounds:
             s = score(rep.decisions.pairs)
@@ -136,7 +141,7 @@ def summarise(records: list[dict], target: float) -> dict:
     out["full"] = {"decided": float(full["decided"].mean()), "pairs": int(full["pairs"].iloc[0]),
                    "false_calls": int(full["false_calls"].sum()), "null_pairs": int(full["null_pairs"].sum()),
                    "wrong_sign": int(full["wrong_sign"].sum()), "wrong_equivalent": int(full["wrong_equivalent"].sum())}
-    for name in ("budgeted", "random"):
+    for name in [v for v in ("budgeted", "random", "batched") if (curves["variant"] == v).any()]:
         c = curves[curves["variant"] == name]
         at = c[c["fraction"] <= target + 1e-9].sort_values("calls").groupby("seed").tail(1)
         out["at_target"][name] = {"fraction": float(at["fraction"].mean()), "agree": float(at["agree"].mean()),
@@ -154,7 +159,8 @@ def summarise(records: list[dict], target: float) -> dict:
                                 "decided": float(st["decided"].mean()), "false_calls": int(st["false_calls"].sum()),
                                 "null_pairs": int(st["null_pairs"].sum()), "wrong_sign": int(st["wrong_sign"].sum()),
                                 "wrong_equivalent": int(st["wrong_equivalent"].sum()),
-                                "stopped_by_rule": int(sum(r.get(f"{name}_stop_round") is not None for r in records))}
+                                "stopped_by_rule": int(sum(r.get(f"{name}_stop_round") is not None for r in records)),
+                                "rounds": float(st["round"].mean())}
         steady = c[(c["next_windows"] > 0) & (c["round"] > 0)]
         judge_s = steady["next_windows"] / 64.0
         out["at_target"][name]["overhead_median_s"] = float(steady["overhead_s"].median())
@@ -211,6 +217,9 @@ def main(argv=None) -> int:
     p.add_argument("--target", type=float, default=0.4, help="fraction the headline figures are read at (default 0.4)")
     p.add_argument("--fixed-fractions", type=float, nargs="*", default=[0.4, 0.7],
                    help="scaled fixed schedules to draw (default 0.4 0.7; each >= 0.3 so the rubric covers the pool)")
+    p.add_argument("--batch-round-fraction", type=float, default=0.0, metavar="F",
+                   help="also run the budgeted loop with rounds of F x the full protocol's calls (the fewer, larger "
+                        "rounds of judging with batch APIs, e.g. 0.15; default 0: not run)")
     p.add_argument("--tag", default="")
     p.add_argument("--plot", action="store_true", help="also draw benchmarks/out/budgeted<tag>.png")
     p.add_argument("--overhead-queries", type=int, default=None, metavar="N",
