@@ -116,6 +116,8 @@ def run(args) -> int:
 
     payload["endpoints"], endpoint_lines = endpoint_summary(judge)
     lines += endpoint_lines
+    payload["served_models"], served_lines = served_summary(args.store)
+    lines += served_lines
     if invalid.invalid:
         lines += [f"invalid answers in the store (kept for audit; their windows were re-asked): {invalid.describe()}",
                   *[f"  {a}" for a in invalid.advice()]]
@@ -132,18 +134,51 @@ def window_count(table) -> int:
 
 
 def run_usage(judge, seconds: float) -> tuple[dict, str]:
-    """This run's tokens (the judge's ledger: what the endpoint reported for each answered call) and wall time,
-    as payload fields and one summary line."""
+    """This run's tokens (the judge's ledger: what the endpoint reported for each answered call), the prompt tokens
+    read from the provider's prompt cache, the cost (cached tokens at the cached-input rate; ``None`` when no call
+    was priced) and wall time, as payload fields and one summary line."""
     ledger = getattr(judge, "ledger", None)
     prompt = int(getattr(ledger, "prompt_tokens", 0) or 0)
     completion = int(getattr(ledger, "completion_tokens", 0) or 0)
-    payload = {"prompt_tokens": prompt, "completion_tokens": completion, "wall_seconds": round(float(seconds), 2)}
+    cached = int(getattr(ledger, "cached_tokens", 0) or 0)
+    calls = int(getattr(ledger, "calls", 0) or 0)
+    unpriced = int(getattr(ledger, "unpriced_calls", 0) or 0)
+    cost = float(getattr(ledger, "cost_usd", 0.0) or 0.0) if calls > unpriced else None
+    payload = {"prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": cached, "cost_usd": cost,
+               "wall_seconds": round(float(seconds), 2)}
     minutes, secs = divmod(float(seconds), 60.0)
     wall = f"{int(minutes)} min {secs:.0f} s" if minutes >= 1 else f"{secs:.1f} s"
-    line = f"tokens this run: {prompt:,} prompt + {completion:,} completion; wall time {wall}"
-    if ledger is not None and getattr(ledger, "calls", 0) and not (prompt or completion):
+    cache = f" ({cached:,} of them from the provider's prompt cache)" if cached else ""
+    line = f"tokens this run: {prompt:,} prompt{cache} + {completion:,} completion; wall time {wall}"
+    if ledger is not None and calls and not (prompt or completion):
         line += " (the endpoint reported no token usage)"
+    if cost:  # a second line, only for priced calls (self-hosted and simulated judges cost nothing)
+        line += (f"\ncost this run: ${cost:,.4f}" + (" (cached prompt tokens at the model's cached-input rate)"
+                                                     if cached else "")
+                 + (f"; {unpriced} call(s) of unknown price not included" if unpriced else ""))
     return payload, line
+
+
+def served_summary(store) -> tuple[list[dict], list[str]]:
+    """Per judge family of the store whose answers came from more than one served model or system fingerprint:
+    its counts (payload rows) and the lines saying so (``rcp-jax fit`` refuses several served models)."""
+    from rcp_jax.judging import read_judgements
+    from rcp_jax.judging.store.provenance import serving
+
+    rows, lines = [], []
+    for f in serving(j for stage in ("tournament", "rubric") for j in read_judgements(store, stage, valid_only=True)):
+        if not f.changed:
+            continue
+        rows.append({"stage": f.stage, "family_id": f.family_id, "model": f.model,
+                     "served": [{"model": k, "answers": n, "first_seen": f.first_seen.get(k, "")}
+                                for k, n in f.served.items()],
+                     "fingerprints": [{"system_fingerprint": k, "answers": n} for k, n in f.fingerprints.items()]})
+        lines.append(f"warning: {f.describe()}")
+        if len(f.served_models) > 1:
+            lines.append("  the model behind this model string changed inside the store: `rcp-jax fit` refuses to fit "
+                         "it as one judge; re-judge with a pinned (dated) model into a fresh store, or pool the served "
+                         "models as several judges (`rcp-jax fit --judges`, names model~served)")
+    return rows, lines
 
 
 def _check_images(args, col, collection, judge) -> None:
