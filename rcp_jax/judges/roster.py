@@ -173,7 +173,7 @@ def select_judges(store: str | Path, spec: str | Sequence[str], *, option: str =
             raise DataError(f"judge {selector!r} named in {option} matches {len(hits)} judges of {store}: "
                             f"{'; '.join(j.describe() for j in hits)}; use one of the names listed")
         judge = hits[0] if not alias else replace(hits[0], name=alias)
-        if any(c.families == judge.families for c in chosen):
+        if any(c.families == judge.families and c.served == judge.served for c in chosen):
             raise DataError(f"{option} names the judge {judge.model!r} twice ({item!r}); name each judge once")
         if any(c.name == judge.name for c in chosen):
             raise DataError(f"{option} gives two judges the name {judge.name!r}; rename one with alias=MODEL")
