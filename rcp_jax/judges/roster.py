@@ -137,9 +137,10 @@ def check_one_served_model(store: str | Path, families: Mapping[str, str], *, ju
         )
     fingerprints = [k for k in prints if k is not None]
     if len(fingerprints) > 1:
-        return [f"the answers of judge {judge or model!r} came from {len(fingerprints)} system fingerprints "
+        note = (f"the answers of judge {judge or model!r} came from {len(fingerprints)} system fingerprints "
                 f"({counts_text(prints)}) of one served model: the provider changed its backend configuration "
-                "mid-store (reported, not refused: providers rotate fingerprints)"]
+                "mid-store (reported, not refused: providers rotate fingerprints)")
+        return [note]
     return []
 
 

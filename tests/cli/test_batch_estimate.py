@@ -12,12 +12,12 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import litellm  # noqa: E402
+import litellm
+from rcp_jax.judging import LiteLLMJudge, Window, estimate_cost
 
-from rcp_jax import schedule as S  # noqa: E402
-from rcp_jax.cli import main  # noqa: E402
-from rcp_jax.cli.judge import batch_phases  # noqa: E402
-from rcp_jax.judging import LiteLLMJudge, Window, estimate_cost  # noqa: E402
+from rcp_jax import schedule as S
+from rcp_jax.cli import main
+from rcp_jax.cli.judge import batch_phases
 
 HOSTED = "openai/gpt-4o-mini-2024-07-18"
 

@@ -12,14 +12,15 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from rcp_jax.cli import build_parser, main  # noqa: E402
-from rcp_jax.cli import _judge_options as J  # noqa: E402
-from rcp_jax.cli.judge import run_usage, served_summary  # noqa: E402
-from rcp_jax.judges import list_judges  # noqa: E402
-from rcp_jax.judging import judge_windows  # noqa: E402
-from rcp_jax.judging.judge import Ledger  # noqa: E402
-from rcp_jax.judging.offline import SimulatedJudge, synthetic_dataset  # noqa: E402
-from rcp_jax.schedule import ScheduleConfig, rubric_balanced, tournament_round1  # noqa: E402
+from rcp_jax.judging import judge_windows
+from rcp_jax.judging.judge import Ledger
+from rcp_jax.judging.offline import SimulatedJudge, synthetic_dataset
+
+from rcp_jax.cli import _judge_options as J
+from rcp_jax.cli import build_parser, main
+from rcp_jax.cli.judge import run_usage, served_summary
+from rcp_jax.judges import list_judges
+from rcp_jax.schedule import ScheduleConfig, rubric_balanced, tournament_round1
 
 OLD, NEW = "sim-2024-07-18", "sim-2025-01-31"
 

@@ -8,12 +8,15 @@ from types import SimpleNamespace
 
 import litellm
 import pytest
-
 from rcp_jax.judging import LiteLLMJudge, judge_windows_sync, read_judgements
 from rcp_jax.judging.store.provenance import serving
 from rcp_jax.judging.store.records import Judgement, Usage
 from rcp_jax.judging.transport.client import cached_prompt_tokens
-from rcp_jax.judging.transport.pinning import floating_alias, floating_note, pinned_snapshots
+from rcp_jax.judging.transport.pinning import (
+    floating_alias,
+    floating_note,
+    pinned_snapshots,
+)
 
 MODEL = "openai/fake-judge"
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from rcp_jax.judging import SimulatedJudge, Window, synthetic_dataset
 from rcp_jax.judging.prompts.render import builtin_template
 
