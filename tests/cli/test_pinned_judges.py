@@ -128,3 +128,33 @@ def test_the_usage_line_prices_cached_tokens():
     assert "cost this run: $0.0123 (cached prompt tokens at the model's cached-input rate)" in line
     judge.ledger = Ledger(calls=2, unpriced_calls=2)
     assert run_usage(judge, 1.0)[0]["cost_usd"] is None
+
+
+@pytest.mark.slow  # two judge runs with their refits: ~20 s of CPU
+def test_judge_over_http_reports_the_alias_that_moved_between_runs(demo_tiny, tmp_path, capsys, monkeypatch):
+    """`rcp-jax judge` against the fake server: one query answered as OLD, then the server's alias moves to NEW and
+    the next query is answered by it; the second run's summary warns (text and --json), and `fit` refuses."""
+    from benchmarks.fixtures.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-cli-test")
+    rows = [json.loads(line) for line in demo_tiny["rows"].read_text().splitlines()]
+    queries = {r["query_id"]: r["query"] for r in rows}
+    documents = {r["query_id"]: dict(zip(r["doc_ids"], r["docs"])) for r in rows}
+    latent = {q: {d: 0.3 * i for i, d in enumerate(docs)} for q, docs in documents.items()}
+    store = tmp_path / "store"
+    with FakeOpenAIServer(SimulatedJudge(latent, seed=3), queries=queries, documents=documents,
+                          served_model=OLD, system_fingerprint="fp_a") as server:
+        base = ["judge", "--rows", str(demo_tiny["rows"]), "--model", "openai/fake-judge", "--api-base", server.url,
+                "--store", str(store), "--quiet"]
+        assert main([*base, "--max-queries", "1"]) == 0
+        first = capsys.readouterr().out
+        assert "served model" not in first  # one model so far: nothing to report
+        server.served_model = NEW
+        assert main([*base, "--max-queries", "2", "--json"]) == 0
+        payload = json.loads(capsys.readouterr().out)
+    assert {r["stage"] for r in payload["served_models"]} == {"tournament", "rubric"}
+    for r in payload["served_models"]:
+        assert [s["model"] for s in r["served"]] == [OLD, NEW] and r["model"] == "openai/fake-judge"
+    code = main(["fit", "--store", str(store), "--out", str(tmp_path / "fit")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"'{OLD}'" in err and f"'{NEW}'" in err and "--judges" in err
