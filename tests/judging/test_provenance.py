@@ -152,3 +152,21 @@ def test_cached_tokens_reach_the_record_and_the_ledger_over_http(tmp_path, datas
     assert all(r.usage.cached_tokens == 64 for r in stored)
     assert judge.ledger.cached_tokens == 64 * len(stored) == sum(r.usage.cached_tokens for r in stored)
     assert Usage.from_dict(stored[0].usage.to_dict()) == stored[0].usage
+
+
+def test_a_priced_model_over_http_charges_cached_tokens_at_the_cached_rate(tmp_path, dataset, windows, served):
+    """The whole litellm path (its response object and cost): a hosted model's name against the fake server, which
+    reports 64 cached prompt tokens per reply; each record's cost is the hand computation from litellm's map."""
+    queries, documents, _ = dataset
+    server = served(cached_tokens=64, served_model="gpt-4o-mini-2024-07-18")
+    judge = judge_for(server, model="openai/gpt-4o-mini-2024-07-18")
+    judge_windows_sync(windows[:4], judge=judge, store=tmp_path, documents=documents, queries=queries)
+    rates = litellm.model_cost["gpt-4o-mini-2024-07-18"]
+    stored = read_judgements(tmp_path, "tournament") + read_judgements(tmp_path, "rubric")
+    for r in stored:
+        u = r.usage
+        assert u.cached_tokens == 64 and r.served_model == "gpt-4o-mini-2024-07-18"
+        assert u.cost_usd == pytest.approx((u.prompt_tokens - 64) * rates["input_cost_per_token"]
+                                           + 64 * rates["cache_read_input_token_cost"]
+                                           + u.completion_tokens * rates["output_cost_per_token"], rel=1e-9)
+    assert judge.ledger.cost_usd == pytest.approx(sum(r.usage.cost_usd for r in stored))
