@@ -42,6 +42,8 @@ class Estimate:
     sampled : windows actually rendered and counted (the rest extrapolated per stage).
     skipped_done : windows already valid in the given store (not counted).
     notes : plain-language caveats.
+    batch_cost_usd : the same tokens at the provider's batch prices (litellm's ``input_cost_per_token_batches``
+        and ``output_cost_per_token_batches``), or ``None`` when the cost map has none for the model.
     """
 
     calls: int
@@ -53,10 +55,13 @@ class Estimate:
     sampled: int
     skipped_done: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    batch_cost_usd: float | None = None
 
     def summary(self) -> str:
         """One paragraph for a terminal."""
         cost = "unknown (model not priced)" if self.cost_usd is None else f"${self.cost_usd:,.2f}"
+        if self.batch_cost_usd is not None:
+            cost += f" online, ${self.batch_cost_usd:,.2f} at batch prices"
         lines = [
             f"{self.calls:,} calls, {self.input_tokens:,} input + {self.output_tokens:,} output tokens, cost {cost}",
             f"tokens counted with {self.token_method}" + (f" on {self.sampled:,} sampled windows" if self.sampled < self.calls else ""),
@@ -146,6 +151,8 @@ def estimate_cost(
     total_in = sum(s["input_tokens"] for s in per_stage.values())
     total_out = sum(s["output_tokens"] for s in per_stage.values())
     cost = judge.price(total_in, total_out)
+    rates = getattr(judge, "batch_rates", lambda: None)()
+    batch_cost = None if rates is None else total_in * rates[0] + total_out * rates[1]
     notes = ["re-asks after invalid answers are not included (with invalid rate r, calls grow by ~1/(1-r))"]
     if n_images:
         notes.append(f"{n_images / max(sampled, 1):.1f} page images per window on average, counted as sent (scaled to "
@@ -166,4 +173,5 @@ def estimate_cost(
         sampled=sampled,
         skipped_done=skipped,
         notes=tuple(notes),
+        batch_cost_usd=batch_cost,
     )

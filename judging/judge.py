@@ -51,6 +51,9 @@ class Completion:
         ``content: null`` without tool calls), a one-line description; the answer is then stored invalid
         with category ``"malformed_response"`` and re-asked like any invalid answer. ``""`` otherwise.
     reask : what this call varied as a re-ask (see :attr:`rcp_jax.judging.store.records.Judgement.reask`); ``None``.
+    served_model, system_fingerprint : the reply's ``model`` and ``system_fingerprint`` (the model the answer
+        actually came from, and the provider's backend configuration), ``None`` where the reply gives none;
+        stored on the record (:attr:`rcp_jax.judging.store.records.Judgement.served_model`).
     """
 
     text: str
@@ -59,6 +62,8 @@ class Completion:
     transport_retries: int = 0
     malformed: str = ""
     reask: Mapping[str, Any] | None = None
+    served_model: str | None = None
+    system_fingerprint: str | None = None
 
 
 @dataclass
@@ -66,7 +71,9 @@ class Ledger:
     """Running totals of a judge's calls. ``cost_usd`` sums the calls whose cost is known.
 
     ``calls`` counts answered calls; ``failed_calls`` calls that raised after their retries;
-    ``transport_retries`` every retried transport failure; ``unpriced_calls`` answered calls of unknown cost.
+    ``transport_retries`` every retried transport failure; ``unpriced_calls`` answered calls of unknown cost;
+    ``cached_tokens`` the part of ``prompt_tokens`` served from the provider's prompt cache (priced at the
+    cached-input rate in ``cost_usd``). Every field is a number (worker processes send their totals).
     """
 
     calls: int = 0
@@ -76,12 +83,14 @@ class Ledger:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     unpriced_calls: int = 0
+    cached_tokens: int = 0
 
     def add(self, usage: Usage, retries: int = 0) -> None:
         self.calls += 1
         self.transport_retries += retries
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
+        self.cached_tokens += usage.cached_tokens
         if usage.cost_usd is None:
             self.unpriced_calls += 1
         else:

@@ -242,6 +242,8 @@ async def judge_windows(
                     better=parsed.better,
                     flags=tuple(f"echoes_document:{d}" for d in echoed),
                     reask=completion.reask or None,
+                    served_model=completion.served_model,
+                    system_fingerprint=completion.system_fingerprint,
                 )
                 await st.append_async(judgement)
                 if parsed.valid:

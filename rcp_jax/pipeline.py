@@ -450,7 +450,8 @@ def write_outputs(result: PipelineResult, folder: str | Path) -> dict[str, Path]
 
 
 def store_tables(
-    store: str | Path, *, family: str | Mapping[str, str] | None = None, keep_flagged: bool = False
+    store: str | Path, *, family: str | Mapping[str, str] | None = None, keep_flagged: bool = False,
+    served_model: str | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Tournament and rubric tables of a judgement store, refusing to mix judge families.
 
@@ -460,6 +461,9 @@ def store_tables(
             when a stage holds several families. A mapping ``{stage: family id}`` picks one family per stage
             (one judge of several: :mod:`rcp_jax.judges`).
         keep_flagged: use flagged answers too (default: left out with a :class:`FlaggedJudgementWarning`).
+        served_model: keep only answers whose reply named this served model (``""``: answers that name none);
+            ``None`` (default): every answer. One judge of a family answered by several models
+            (:func:`rcp_jax.judges.list_judges` splits such a family).
 
     Returns:
         (window_scores, answers, {"tournament": family dict, "rubric": family dict}).
@@ -484,6 +488,8 @@ def store_tables(
                 listed = ", ".join(f"{fid} (model {m!r})" for fid, m in everyone.items())
                 raise DataError(f"{store / (stage + '.jsonl')} has no {stage} judgements of family {family!r}; "
                                 f"it holds {listed}: pass one of these models or family ids to --family")
+        if served_model is not None:
+            records = [j for j in records if (j.served_model or "") == served_model]
         records.sort(key=lambda j: S.schedule_order(j.window))  # as the pipeline asked them, not as they arrived
         found = {}
         for j in records:

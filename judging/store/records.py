@@ -216,19 +216,31 @@ def record_id(family: JudgeFamily, window: Window) -> str:
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens and money of one call (or of a ledger). ``cost_usd`` is ``None`` when unknown."""
+    """Tokens and money of one call (or of a ledger). ``cost_usd`` is ``None`` when unknown.
+
+    ``cached_tokens`` is the part of ``prompt_tokens`` the provider served from its prompt cache (OpenAI's
+    ``usage.prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens`` through litellm),
+    priced at the model's cached-input rate; 0 when none or not reported (then not written, so records without
+    it keep their exact stored form).
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    cached_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd}
+        out: dict[str, Any] = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                               "cost_usd": self.cost_usd}
+        if self.cached_tokens:
+            out["cached_tokens"] = self.cached_tokens
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Usage:
         data = data or {}
-        return cls(int(data.get("prompt_tokens", 0)), int(data.get("completion_tokens", 0)), data.get("cost_usd"))
+        return cls(int(data.get("prompt_tokens", 0)), int(data.get("completion_tokens", 0)), data.get("cost_usd"),
+                   int(data.get("cached_tokens", 0) or 0))
 
 
 @dataclass(frozen=True)
@@ -263,6 +275,13 @@ class Judgement:
         ``{"attempt": 2, "seed": 1, "temperature": 0.2, "repair": "schema: doc_3 missing"}`` (see
         :meth:`judging.LiteLLMJudge.reask_settings`); ``None`` on first attempts and for judges that vary
         nothing (then not written, so those records keep their exact stored form). Not part of the record id.
+    served_model : the model the answer actually came from, as the endpoint's reply names it (the response's
+        ``model``, e.g. ``"gpt-4o-mini-2024-07-18"`` for a request to ``openai/gpt-4o-mini``); ``None`` when the
+        reply names none, for offline judges and in records written before it was kept (then not written).
+        Not part of the family or the record id: :mod:`rcp_jax.judging.store.provenance` reports a store whose
+        family was answered by several served models.
+    system_fingerprint : the reply's ``system_fingerprint`` (the provider's backend configuration) where it
+        gives one, else ``None`` (then not written). Providers rotate it; a change is reported, never refused.
     """
 
     record_id: str
@@ -284,6 +303,8 @@ class Judgement:
     better: str | None = None
     flags: tuple[str, ...] = ()
     reask: Mapping[str, Any] | None = None
+    served_model: str | None = None
+    system_fingerprint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         crit = None
@@ -313,6 +334,10 @@ class Judgement:
             out["flags"] = list(self.flags)
         if self.reask:
             out["reask"] = dict(self.reask)
+        if self.served_model is not None:
+            out["served_model"] = self.served_model
+        if self.system_fingerprint is not None:
+            out["system_fingerprint"] = self.system_fingerprint
         return out
 
     @classmethod
@@ -344,6 +369,8 @@ class Judgement:
             better=data.get("better"),
             flags=tuple(data.get("flags") or ()),
             reask=dict(data["reask"]) if data.get("reask") else None,
+            served_model=data.get("served_model"),
+            system_fingerprint=data.get("system_fingerprint"),
         )
 
 

@@ -84,6 +84,7 @@ from rcp_jax.judging.prompts.pages import approx_image_tokens, message_images, m
 from rcp_jax.judging.prompts.template import PromptTemplate
 from rcp_jax.judging.store.records import Usage
 from rcp_jax.judging.transport.endpoints import BENCH_MAX_S, BENCH_S, EndpointPool
+from rcp_jax.judging.transport.pinning import floating_alias, floating_note
 from rcp_jax.judging.transport.redaction import redact
 from rcp_jax.judging.transport.schema import response_format
 
@@ -120,6 +121,33 @@ def _env_secrets() -> list[str]:
     """Values of environment variables that look like credentials (redacted from every message)."""
     markers = ("KEY", "TOKEN", "SECRET", "PASSWORD")
     return [v for k, v in os.environ.items() if any(m in k.upper() for m in markers) and len(v) >= 8]
+
+
+def cached_prompt_tokens(usage: Any) -> int:
+    """Prompt tokens a reply's ``usage`` says were read from the provider's prompt cache: OpenAI's
+    ``prompt_tokens_details.cached_tokens``, else ``cache_read_input_tokens`` (Anthropic through litellm); 0 when
+    neither is given. ``usage`` is litellm's object or a plain mapping."""
+    def field(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+    if usage is None:
+        return 0
+    details = field(usage, "prompt_tokens_details")
+    for value in (field(details, "cached_tokens") if details is not None else None,
+                  field(usage, "cache_read_input_tokens")):
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return int(value)
+    return 0
+
+
+def served_identity(resp: Any) -> tuple[str | None, str | None]:
+    """(model, system fingerprint) a reply names (its ``model`` and ``system_fingerprint``); ``None`` for each
+    it leaves out or gives empty."""
+    out = []
+    for name in ("model", "system_fingerprint"):
+        value = getattr(resp, name, None)
+        out.append(str(value) if isinstance(value, str) and value.strip() else None)
+    return out[0], out[1]
 
 
 def _append_text(content: Any, note: str) -> Any:
@@ -611,10 +639,17 @@ class LiteLLMJudge(BaseJudge):
         u = getattr(resp, "usage", None)
         pt = int(getattr(u, "prompt_tokens", 0) or 0)
         ct = int(getattr(u, "completion_tokens", 0) or 0)
-        return Usage(pt, ct, self.price(pt, ct, resp))
+        cached = min(cached_prompt_tokens(u), pt)
+        return Usage(pt, ct, self.price(pt, ct, resp, cached_tokens=cached), cached)
 
-    def price(self, prompt_tokens: int, completion_tokens: int, resp: Any = None) -> float | None:
-        """USD cost of a call: custom prices, else litellm's cost map; ``None`` when the model is unpriced."""
+    def price(self, prompt_tokens: int, completion_tokens: int, resp: Any = None, *,
+              cached_tokens: int = 0) -> float | None:
+        """USD cost of a call: custom prices, else litellm's cost map; ``None`` when the model is unpriced.
+
+        ``cached_tokens`` (of ``prompt_tokens``) are priced at the map's cached-input rate
+        (``cache_read_input_token_cost``; the input rate where it has none); with custom prices, at
+        ``input_cost_per_token`` (there is no custom cached rate). A reply whose cost litellm computed already
+        (``_hidden_params["response_cost"]``, cached tokens included) is taken as is."""
         if self.input_cost_per_token is not None and self.output_cost_per_token is not None:
             return prompt_tokens * self.input_cost_per_token + completion_tokens * self.output_cost_per_token
         if self._cost_unknown:
@@ -625,12 +660,25 @@ class LiteLLMJudge(BaseJudge):
             return float(hidden["response_cost"])
         try:
             p, c = litellm.cost_per_token(
-                model=self.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+                model=self.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                cache_read_input_tokens=cached_tokens,
             )
             return float(p) + float(c)
         except Exception:  # noqa: BLE001 - litellm raises several kinds for unmapped models
             self._cost_unknown = True
             return None
+
+    def batch_rates(self) -> tuple[float, float] | None:
+        """USD per (input, output) token at the provider's batch price (litellm's cost map:
+        ``input_cost_per_token_batches``, ``output_cost_per_token_batches``); ``None`` when the map has none for
+        this model, or prices were given by hand (``input_cost_per_token`` / ``output_cost_per_token``)."""
+        if self.input_cost_per_token is not None or not self.model_known():
+            return None
+        info = self._ensure_litellm().get_model_info(model=self.model)
+        rates = info.get("input_cost_per_token_batches"), info.get("output_cost_per_token_batches")
+        if rates[0] is None or rates[1] is None:
+            return None
+        return float(rates[0]), float(rates[1])
 
     async def _call_with_deadline(self, kw: dict[str, Any], endpoint: int | None = None) -> Any:
         """One call under the total deadline (``timeout`` seconds, connect to last byte)."""
@@ -707,8 +755,10 @@ class LiteLLMJudge(BaseJudge):
                     text, finish, malformed = self._answer_text(resp)
                     usage = self._usage(resp)
                     self.ledger.add(usage, retries)
+                    served, fingerprint = served_identity(resp)
                     return Completion(text=text, finish_reason=finish, usage=usage, transport_retries=retries,
-                                      malformed=malformed, reask=reask)
+                                      malformed=malformed, reask=reask, served_model=served,
+                                      system_fingerprint=fingerprint)
             if error is not None:
                 raise error  # outside the except block: the provider's exception is not chained
             retries += 1
@@ -757,6 +807,15 @@ class LiteLLMJudge(BaseJudge):
         except Exception:  # noqa: BLE001 - no rule: the documented approximation
             pass
         return approx_image_tokens(url, self.image_limits), "~ 28x28-pixel patches (approximation; litellm has no image rule for this model)"
+
+    def floating_alias_note(self) -> str | None:
+        """A warning when the model string is a provider alias that may move to another model mid-run (the rule
+        of :mod:`rcp_jax.judging.transport.pinning`; self-hosted servers and endpoints are exempt), naming a
+        dated snapshot from litellm's cost map where it has one; ``None`` otherwise."""
+        api_base = self.api_base or (self._endpoints[0]["api_base"] if self._endpoints else None)
+        if floating_alias(self.model, api_base=api_base) is None:
+            return None
+        return floating_note(self.model, api_base=api_base, known=self._ensure_litellm().model_cost)
 
     def model_known(self) -> bool:
         """Whether litellm's (local) model map knows this model."""

@@ -206,8 +206,8 @@ class ProcessJudge(BaseJudge):
     def count_tokens(self, messages: Any) -> tuple[int, str]:
         return self.inner.count_tokens(messages)
 
-    def price(self, prompt_tokens: int, completion_tokens: int, *args: Any) -> float | None:
-        return self.inner.price(prompt_tokens, completion_tokens, *args)
+    def price(self, prompt_tokens: int, completion_tokens: int, *args: Any, **kwargs: Any) -> float | None:
+        return self.inner.price(prompt_tokens, completion_tokens, *args, **kwargs)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 

@@ -236,6 +236,7 @@ def build_judge(args, latent: dict | None):
         )
         if endpoints:
             info = combined_server_info([probe_server(e.api_base, args.model) for e in endpoints])
+        notes += [n for n in [judge.floating_alias_note()] if n]  # a provider alias that may move mid-run
     if rubric is not None:  # the rubric windows ask this rubric's criteria (C1..CK in the file's order)
         judge.prompts = {**judge.prompts, "rubric": rubric.template()}
     from rcp_jax.cli._image_options import image_limits

@@ -92,7 +92,8 @@ def run_fit(args) -> int:
     judges = select_judges(args.store, args.judges)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FlaggedJudgementWarning)
-        tables = {j.name: store_tables(args.store, family=dict(j.families), keep_flagged=args.keep_flagged)[:2]
+        tables = {j.name: store_tables(args.store, family=dict(j.families), keep_flagged=args.keep_flagged,
+                                       served_model=j.served)[:2]
                   for j in judges}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -103,7 +104,8 @@ def run_fit(args) -> int:
     atomic_write_csv(args.out / "bt.csv", fit.bt)
     cal = fit.calibration
     how = "from the Hessian at the MAP" if args.method == "map" else "NUTS posterior"
-    payload = {"method": args.method, "judges": [{"name": j.name, "model": j.model, "families": dict(j.families)}
+    payload = {"method": args.method, "judges": [{"name": j.name, "model": j.model, "families": dict(j.families),
+                                                  **({"served_model": j.served} if j.served is not None else {})}
                                                  for j in judges],
                "queries": int(cal.queries["calibrated"].sum()), "documents": int(cal.documents["gain"].notna().sum()),
                "criteria": cal.criteria, "gamma": cal.gamma, "beta": cal.beta,

@@ -115,6 +115,11 @@ def run(args) -> int:
                                                             keep_flagged=args.keep_flagged)
         except DataError as exc:
             raise _with_invalid_answers(exc, args.store) from None
+    from rcp_jax.judges.roster import check_one_served_model
+
+    # one judge's answers from two served models (an alias that moved) are two judges: refused, pool them instead
+    served_notes = check_one_served_model(args.store, {s: f["family_id"] for s, f in families.items()},
+                                          judge=args.family or "")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         bt = fit_bradley_terry(window_scores, float64=args.float64)
@@ -123,7 +128,7 @@ def run(args) -> int:
         cal = fit_rubric_only(answers) if args.calibration_model == "rubric-only" else calibrate(bt, answers, float64=args.float64)
     cal.rubric = _store_rubric(args, families["rubric"], len(cal.criteria))
     notes = [str(w.message) for w in caught] + flag_notes(args.store, keep_flagged=args.keep_flagged)
-    notes += _unanswered_notes(args.store)
+    notes += _unanswered_notes(args.store) + served_notes
     notes += [DEPRECATED_MODEL_NOTE] if getattr(args, "deprecated_model_option", False) else []
     quality = _answer_quality(args.store, window_scores, families)
     atomic_write_csv(args.out / "window_scores.csv", window_scores)

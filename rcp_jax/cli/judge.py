@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", type=folder, default=Path("rcp_runs/store"), help="judgement store folder (resumable; default rcp_runs/store)")
     p.add_argument("--out", type=folder, default=None, help="also write window_scores.csv, answers.csv, bt.csv here")
     p.add_argument("--estimate", action="store_true", help="print planned calls, tokens and cost; call nothing")
+    p.add_argument("--batch", action="store_true",
+                   help="judge through the provider's batch API (each protocol phase one batch across all queries); "
+                        "with --estimate: the cost at litellm's batch prices and the number of sequential batches")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     from rcp_jax.cli._budget import add_budget_options
 
@@ -35,10 +38,12 @@ def _estimate(args, collection, judge) -> int:
 
     planned = {"tournament": 0, "rubric": 0}
     sample = []
+    all_counts = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", S.ScheduleWarning)
         for q, docs in sorted(collection.pools.items()):
             counts = S.schedule_counts(len(docs))
+            all_counts.append(counts)
             planned["tournament"] += counts.tournament_calls
             planned["rubric"] += counts.rubric_windows
             sample += S.tournament_round1(q, docs, seed=args.seed, dataset=collection.dataset)
@@ -54,17 +59,50 @@ def _estimate(args, collection, judge) -> int:
         tokens_in += per_stage[stage]["input_tokens"]
         tokens_out += per_stage[stage]["output_tokens"]
     cost = judge.price(tokens_in, tokens_out)
+    rates = getattr(judge, "batch_rates", lambda: None)()
+    batch_cost = None if rates is None else tokens_in * rates[0] + tokens_out * rates[1]
     calls = sum(planned.values())
+    phases = batch_phases(all_counts)
     payload = {"calls": calls, "input_tokens": tokens_in, "output_tokens": tokens_out, "cost_usd": cost,
-               "per_stage": per_stage, "token_method": est.token_method, "queries": len(collection.pools),
-               "model": args.model, "notes": list(est.notes) + ["adaptive round-3 counts are upper bounds"]}
+               "batch_cost_usd": batch_cost, "per_stage": per_stage, "token_method": est.token_method,
+               "queries": len(collection.pools), "model": args.model,
+               "sequential_batches": len(phases), "batch_phases": [{"phase": n, "calls": c} for n, c in phases],
+               "notes": list(est.notes) + ["adaptive round-3 counts are upper bounds"]}
     cost_text = "unknown (no price for this model)" if cost is None else f"${cost:,.2f}"
+    costs = f"cost {cost_text}" + ("" if batch_cost is None else f" online, ${batch_cost:,.2f} at batch prices")
     lines = [f"plan for {len(collection.pools)} queries with {args.model}: {calls:,} calls "
              f"({planned['tournament']:,} tournament + {planned['rubric']:,} rubric)",
-             f"tokens: {tokens_in:,} input + {tokens_out:,} output ({est.token_method}); cost {cost_text}",
-             *[f"note: {n}" for n in payload["notes"]], "nothing was called (--estimate)"]
+             f"tokens: {tokens_in:,} input + {tokens_out:,} output ({est.token_method}); {costs}"]
+    if getattr(args, "batch", False):
+        if batch_cost is None:
+            payload["notes"].append(
+                f"no batch price for {args.model} in litellm's cost map (input_cost_per_token_batches, "
+                "output_cost_per_token_batches)" + (": the cost above is at online prices; providers' batch APIs "
+                                                    "typically charge half" if cost is not None else ""))
+        lines.append(f"as batches: {len(phases)} sequential batches, each across all queries ("
+                     + ", ".join(f"{n} {c:,}" for n, c in phases) + "), plus one more after each phase whose "
+                     "answers come back invalid (its re-asks; at most --max-attempts - 1 per phase); each waits for "
+                     "the batch before it (OpenAI and Anthropic promise each batch within 24 h, most finish sooner)")
+    lines += [*[f"note: {n}" for n in payload["notes"]], "nothing was called (--estimate)"]
     emit(args, payload, "\n".join(lines))
     return 0
+
+
+def batch_phases(counts) -> list[tuple[str, int]]:
+    """The protocol's sequential phases when each is one batch across all queries, with its calls: round 1 and
+    round 2 (mirrored copies included), each adaptive round-3 step (an upper bound: a step stops early when no
+    boundary has value), the balanced and the stratified rubric halves. ``counts``: one
+    :class:`rcp_jax.schedule.ScheduleCounts` per query. Phases no query needs are left out."""
+    counts = list(counts)
+    mirror = [2 if c.mirror else 1 for c in counts]
+    steps = max((len(c.round3_batches) for c in counts), default=0)
+    phases = [("round1", sum(m * c.round1 for m, c in zip(mirror, counts))),
+              ("round2", sum(m * c.round2 for m, c in zip(mirror, counts)))]
+    phases += [(f"round3.{k + 1}", sum(c.round3_batches[k] for c in counts if k < len(c.round3_batches)))
+               for k in range(steps)]
+    phases += [("rubric_balanced", sum(c.rubric_balanced for c in counts)),
+               ("rubric_stratified", sum(c.rubric_stratified for c in counts))]
+    return [(name, n) for name, n in phases if n > 0]
 
 
 def run(args) -> int:
@@ -80,6 +118,11 @@ def run(args) -> int:
     _check_images(args, col, collection, judge)
     if args.estimate:
         return _estimate(args, collection, judge)
+    if getattr(args, "batch", False):  # until the batch runner (judging/batch/) takes this path
+        from rcp_jax.errors import DataError
+
+        raise DataError("--batch judging is not part of this build yet; --batch --estimate prices a run at batch "
+                        "rates. Leave --batch out to judge online")
     quiet = args.quiet or args.json
     for note in getattr(args, "judge_notes", []) + _context_notes(args, collection, judge):
         stderr(f"note: {note}")
@@ -116,6 +159,8 @@ def run(args) -> int:
 
     payload["endpoints"], endpoint_lines = endpoint_summary(judge)
     lines += endpoint_lines
+    payload["served_models"], served_lines = served_summary(args.store)
+    lines += served_lines
     if invalid.invalid:
         lines += [f"invalid answers in the store (kept for audit; their windows were re-asked): {invalid.describe()}",
                   *[f"  {a}" for a in invalid.advice()]]
@@ -132,18 +177,51 @@ def window_count(table) -> int:
 
 
 def run_usage(judge, seconds: float) -> tuple[dict, str]:
-    """This run's tokens (the judge's ledger: what the endpoint reported for each answered call) and wall time,
-    as payload fields and one summary line."""
+    """This run's tokens (the judge's ledger: what the endpoint reported for each answered call), the prompt tokens
+    read from the provider's prompt cache, the cost (cached tokens at the cached-input rate; ``None`` when no call
+    was priced) and wall time, as payload fields and one summary line."""
     ledger = getattr(judge, "ledger", None)
     prompt = int(getattr(ledger, "prompt_tokens", 0) or 0)
     completion = int(getattr(ledger, "completion_tokens", 0) or 0)
-    payload = {"prompt_tokens": prompt, "completion_tokens": completion, "wall_seconds": round(float(seconds), 2)}
+    cached = int(getattr(ledger, "cached_tokens", 0) or 0)
+    calls = int(getattr(ledger, "calls", 0) or 0)
+    unpriced = int(getattr(ledger, "unpriced_calls", 0) or 0)
+    cost = float(getattr(ledger, "cost_usd", 0.0) or 0.0) if calls > unpriced else None
+    payload = {"prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": cached, "cost_usd": cost,
+               "wall_seconds": round(float(seconds), 2)}
     minutes, secs = divmod(float(seconds), 60.0)
     wall = f"{int(minutes)} min {secs:.0f} s" if minutes >= 1 else f"{secs:.1f} s"
-    line = f"tokens this run: {prompt:,} prompt + {completion:,} completion; wall time {wall}"
-    if ledger is not None and getattr(ledger, "calls", 0) and not (prompt or completion):
+    cache = f" ({cached:,} of them from the provider's prompt cache)" if cached else ""
+    line = f"tokens this run: {prompt:,} prompt{cache} + {completion:,} completion; wall time {wall}"
+    if ledger is not None and calls and not (prompt or completion):
         line += " (the endpoint reported no token usage)"
+    if cost:  # a second line, only for priced calls (self-hosted and simulated judges cost nothing)
+        line += (f"\ncost this run: ${cost:,.4f}" + (" (cached prompt tokens at the model's cached-input rate)"
+                                                     if cached else "")
+                 + (f"; {unpriced} call(s) of unknown price not included" if unpriced else ""))
     return payload, line
+
+
+def served_summary(store) -> tuple[list[dict], list[str]]:
+    """Per judge family of the store whose answers came from more than one served model or system fingerprint:
+    its counts (payload rows) and the lines saying so (``rcp-jax fit`` refuses several served models)."""
+    from rcp_jax.judging import read_judgements
+    from rcp_jax.judging.store.provenance import serving
+
+    rows, lines = [], []
+    for f in serving(j for stage in ("tournament", "rubric") for j in read_judgements(store, stage, valid_only=True)):
+        if not f.changed:
+            continue
+        rows.append({"stage": f.stage, "family_id": f.family_id, "model": f.model,
+                     "served": [{"model": k, "answers": n, "first_seen": f.first_seen.get(k, "")}
+                                for k, n in f.served.items()],
+                     "fingerprints": [{"system_fingerprint": k, "answers": n} for k, n in f.fingerprints.items()]})
+        lines.append(f"warning: {f.describe()}")
+        if len(f.served_models) > 1:
+            lines.append("  the model behind this model string changed inside the store: `rcp-jax fit` refuses to fit "
+                         "it as one judge; re-judge with a pinned (dated) model into a fresh store, or pool the served "
+                         "models as several judges (`rcp-jax fit --judges`, names model~served)")
+    return rows, lines
 
 
 def _check_images(args, col, collection, judge) -> None:

@@ -13,7 +13,8 @@ Example::
     from rcp_jax import store_tables
     from rcp_jax.judges import fit_judges, select_judges
     judges = select_judges("store/", "gpt=openai/gpt-4o-mini,qwen=hosted_vllm/qwen")
-    fit = fit_judges({j.name: store_tables("store/", family=dict(j.families))[:2] for j in judges})
+    fit = fit_judges({j.name: store_tables("store/", family=dict(j.families), served_model=j.served)[:2]
+                      for j in judges})
     fit.offsets      # judge, delta [90% interval], scale [interval]
 """
 
