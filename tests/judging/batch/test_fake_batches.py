@@ -8,6 +8,7 @@ request lines made from real rendered windows and the chat body the online judge
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import litellm
@@ -18,7 +19,7 @@ from litellm.litellm_core_utils.llm_response_utils.convert_dict_to_response impo
     convert_to_model_response_object,
 )
 
-from benchmarks.fixtures.fake_batches import TERMINAL, FakeBatchServer
+from benchmarks.fixtures.fake_batches import TERMINAL, BatchFault, FakeBatchServer
 from rcp_jax.judging import LiteLLMJudge
 from rcp_jax.judging.judge import JudgeRequest
 
@@ -201,3 +202,150 @@ def test_a_key_is_required_when_the_server_has_one(batch_server, requests_by_id)
     uploaded = litellm.create_file(file=("r.jsonl", request_file(requests_by_id)), purpose="batch",
                                    **via(server, api_key="sk-right"))
     assert uploaded.id in server.files and server.files_uploaded == 1
+
+
+# -- faults ---------------------------------------------------------------------------------------------------
+
+
+def until(condition, timeout: float = 10.0) -> None:
+    """Wait for ``condition()`` to hold (a bounded wait for the server's background task, not a timing check)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the fake batch server never got there"
+        time.sleep(0.005)
+
+
+def error_lines(server, batch) -> dict[str, dict]:
+    return {line["custom_id"]: line for line in map(json.loads, jsonl(server, batch.error_file_id))}
+
+
+def test_a_failed_batch_has_errors_and_no_files(batch_server, requests_by_id):
+    server = batch_server(batch_faults=[BatchFault(fail="the provider refused the batch")])
+    done = finished(server, submit(server, request_file(requests_by_id)).id)
+    assert done.status == "failed" and done.failed_at is not None
+    assert done.output_file_id is None and done.error_file_id is None
+    assert [e.message for e in done.errors.data] == ["the provider refused the batch"]
+
+
+def test_an_invalid_input_file_fails_validation_naming_its_lines(batch_server, requests_by_id):
+    server = batch_server()
+    good = request_file(requests_by_id).decode().splitlines()
+    data = "\n".join([good[0], good[0], "not json", good[1]]).encode()
+    done = finished(server, submit(server, data).id)
+    assert done.status == "failed" and done.output_file_id is None
+    assert [(e.code, e.line) for e in done.errors.data] == [("duplicate_custom_id", 2), ("invalid_json_line", 3)]
+
+
+def test_an_expired_batch_keeps_the_lines_done_before_expiry(batch_server, requests_by_id):
+    server = batch_server(batch_faults=[BatchFault(expire_after=5)])
+    done = finished(server, submit(server, request_file(requests_by_id)).id)
+    ids = list(requests_by_id)
+    assert done.status == "expired" and done.expired_at is not None
+    assert list(answers(jsonl(server, done.output_file_id))) == ids[:5]
+    errors = error_lines(server, done)
+    assert list(errors) == ids[5:]
+    assert all(e["response"] is None and e["error"]["code"] == "batch_expired" for e in errors.values())
+    assert (done.request_counts.completed, done.request_counts.failed) == (5, len(ids) - 5)
+
+
+def test_a_batch_that_cancels_itself_keeps_its_partial_output(batch_server, requests_by_id):
+    server = batch_server(batch_faults=[BatchFault(cancel_after=3)])
+    done = finished(server, submit(server, request_file(requests_by_id)).id)
+    assert done.status == "cancelled" and done.cancelling_at is not None and done.cancelled_at is not None
+    assert list(answers(jsonl(server, done.output_file_id))) == list(requests_by_id)[:3]
+    assert {e["error"]["code"] for e in error_lines(server, done).values()} == {"batch_cancelled"}
+
+
+def test_a_held_batch_waits_in_progress_until_released(batch_server, requests_by_id):
+    server = batch_server(batch_faults=[BatchFault(hold=True), BatchFault(hold=True)])
+    first = submit(server, request_file(requests_by_id))
+    second = submit(server, request_file(requests_by_id))
+    until(lambda: server.batches[first.id]["status"] == server.batches[second.id]["status"] == "in_progress")
+    for _ in range(3):  # held: it stays there, whoever asks
+        polled = litellm.retrieve_batch(batch_id=first.id, **via(server))
+        assert polled.status == "in_progress" and polled.request_counts.completed == 0
+    server.release(first.id)
+    assert finished(server, first.id).status == "completed"
+    assert server.batches[second.id]["status"] == "in_progress"  # released one by one
+    httpx.post(server.url.removesuffix("/v1") + "/_fake/release", json={"batch_id": second.id})
+    assert finished(server, second.id).status == "completed"
+
+
+def test_a_client_cancels_a_held_batch(batch_server, requests_by_id):
+    server = batch_server(batch_faults=[BatchFault(hold=True)])
+    batch = submit(server, request_file(requests_by_id))
+    until(lambda: server.batches[batch.id]["status"] == "in_progress")
+    assert litellm.cancel_batch(batch_id=batch.id, **via(server)).status == "cancelling"
+    done = finished(server, batch.id)
+    assert done.status == "cancelled" and done.output_file_id is None
+    assert list(error_lines(server, done)) == list(requests_by_id)
+    with pytest.raises(openai.ConflictError):
+        litellm.cancel_batch(batch_id=finished(server, submit(server, request_file(requests_by_id)).id).id,
+                             **via(server))
+
+
+def test_partial_results_leave_lines_out_while_the_counts_claim_them(batch_server, requests_by_id):
+    ids = list(requests_by_id)
+    server = batch_server(batch_faults=[BatchFault(drop=(0, ids[4]))])
+    done = finished(server, submit(server, request_file(requests_by_id)).id)
+    assert done.status == "completed" and done.request_counts.completed == len(ids)
+    assert list(answers(jsonl(server, done.output_file_id))) == [i for i in ids if i not in (ids[0], ids[4])]
+
+
+def test_malformed_output_lines_of_each_kind(batch_server, requests_by_id):
+    ids = list(requests_by_id)
+    kinds = ["not_json", "not_object", "no_custom_id", "no_response", "no_body", "empty_choices", "no_content"]
+    server = batch_server(batch_faults=[BatchFault(malformed={ids[k]: kind for k, kind in enumerate(kinds)})])
+    done = finished(server, submit(server, request_file(requests_by_id)).id)
+    lines = jsonl(server, done.output_file_id)
+    assert len(lines) == len(ids)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(lines[0])
+    read = [json.loads(t) for t in lines[1:]]
+    assert read[0] == [ids[1]]
+    assert "custom_id" not in read[1]
+    assert "response" not in read[2] and read[2]["custom_id"] == ids[3]
+    assert "body" not in read[3]["response"]
+    assert read[4]["response"]["body"]["choices"] == []
+    assert "content" not in read[5]["response"]["body"]["choices"][0]["message"]
+    assert list(answers(lines[len(kinds):])) == ids[len(kinds):]  # the rest are sound
+
+
+def test_duplicate_and_stray_result_lines(batch_server, requests_by_id):
+    ids = list(requests_by_id)
+    server = batch_server(batch_faults=[BatchFault(duplicate=(2,), stray=("never-asked",))])
+    done = finished(server, submit(server, request_file(requests_by_id)).id)
+    read = [json.loads(t) for t in jsonl(server, done.output_file_id)]
+    seen = [r["custom_id"] for r in read]
+    assert seen.count(ids[2]) == 2 and seen.count("never-asked") == 1 and len(seen) == len(ids) + 2
+    copies = [r for r in read if r["custom_id"] == ids[2]]
+    assert copies[0]["id"] != copies[1]["id"] and copies[0]["response"] == copies[1]["response"]
+    assert "never-asked" not in server.batch_custom_ids[done.id]
+    assert done.request_counts.completed == len(ids)
+
+
+def test_per_line_errors_go_to_the_error_file(batch_server, requests_by_id):
+    ids = list(requests_by_id)
+    server = batch_server(batch_faults=[BatchFault(line_errors={1: 500, ids[3]: "invalid_request"})])
+    done = finished(server, submit(server, request_file(requests_by_id)).id)
+    assert done.status == "completed"
+    assert (done.request_counts.completed, done.request_counts.failed) == (len(ids) - 2, 2)
+    assert set(answers(jsonl(server, done.output_file_id))) == set(ids) - {ids[1], ids[3]}
+    errors = error_lines(server, done)
+    assert errors[ids[1]]["response"]["status_code"] == 500 and errors[ids[1]]["error"] is None
+    assert "message" in errors[ids[1]]["response"]["body"]["error"]
+    assert errors[ids[3]]["response"] is None and errors[ids[3]]["error"]["code"] == "invalid_request"
+
+
+def test_fault_plans_go_to_batches_in_creation_order(batch_server, requests_by_id):
+    data = request_file(requests_by_id)
+    server = batch_server(batch_faults=[None, BatchFault(fail="second")])
+    server.add_faults(BatchFault(expire_after=0))
+    statuses = [finished(server, submit(server, data).id).status for _ in range(4)]
+    assert statuses == ["completed", "failed", "expired", "completed"]
+    picked = []
+    by_index = batch_server(batch_faults=lambda index, custom_ids: picked.append((index, len(custom_ids)))
+                            or (BatchFault(fail="odd") if index % 2 else None))
+    statuses = [finished(by_index, submit(by_index, data).id).status for _ in range(3)]
+    assert statuses == ["completed", "failed", "completed"]
+    assert picked == [(i, len(requests_by_id)) for i in range(3)]
