@@ -349,3 +349,37 @@ def test_fault_plans_go_to_batches_in_creation_order(batch_server, requests_by_i
     statuses = [finished(by_index, submit(by_index, data).id).status for _ in range(3)]
     assert statuses == ["completed", "failed", "completed"]
     assert picked == [(i, len(requests_by_id)) for i in range(3)]
+
+
+def test_a_lost_create_response_leaves_a_batch_the_client_can_find_by_metadata(batch_server, requests_by_id):
+    server = batch_server(batch_faults=[BatchFault(lost_response=500)])
+    with pytest.raises(openai.InternalServerError):
+        submit(server, request_file(requests_by_id), metadata={"rcp_jax_key": "lost"}, max_retries=0)
+    assert server.batches_created == 1
+    found = [b for b in litellm.list_batches(limit=100, **via(server)).data if b.metadata == {"rcp_jax_key": "lost"}]
+    assert len(found) == 1 and finished(server, found[0].id).status == "completed"
+
+
+def test_the_sdks_default_retries_submit_a_lost_batch_again(batch_server, requests_by_id):
+    server = batch_server(batch_faults=[BatchFault(lost_response=502)])
+    batch = submit(server, request_file(requests_by_id), metadata={"rcp_jax_key": "twice"})  # no max_retries
+    assert server.batches_created == 2  # what a runner must prevent: pass max_retries=0 to create_batch
+    assert batch.id == list(server.batches)[1]
+
+
+def test_transient_api_errors_are_served_in_order(batch_server, requests_by_id):
+    server = batch_server(api_faults={"retrieve": [503, None, 429], "upload": [500]})
+    with pytest.raises(openai.InternalServerError):
+        submit(server, request_file(requests_by_id), max_retries=0)
+    batch = submit(server, request_file(requests_by_id), max_retries=0)
+    server.wait_terminal(batch.id)
+    with pytest.raises(openai.InternalServerError):
+        litellm.retrieve_batch(batch_id=batch.id, **via(server, max_retries=0))
+    assert litellm.retrieve_batch(batch_id=batch.id, **via(server, max_retries=0)).status == "completed"
+    with pytest.raises(openai.RateLimitError):
+        litellm.retrieve_batch(batch_id=batch.id, **via(server, max_retries=0))
+    assert litellm.retrieve_batch(batch_id=batch.id, **via(server, max_retries=0)).status == "completed"
+    assert server.api_faults_served == [("upload", 500), ("retrieve", 503), ("retrieve", 429)]
+    assert server.files_uploaded == 1 and server.batches_created == 1
+    with pytest.raises(ValueError, match="unknown api_faults"):
+        FakeBatchServer(server.judge, api_faults={"poll": [500]})
