@@ -8,7 +8,12 @@ request lines made from real rendered windows and the chat body the online judge
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import litellm
@@ -20,9 +25,10 @@ from litellm.litellm_core_utils.llm_response_utils.convert_dict_to_response impo
 )
 
 from benchmarks.fixtures.fake_batches import TERMINAL, BatchFault, FakeBatchServer
-from rcp_jax.judging import LiteLLMJudge
+from rcp_jax.judging import LiteLLMJudge, SimulatedJudge
 from rcp_jax.judging.judge import JudgeRequest
 
+ROOT = Path(__file__).resolve().parents[3]
 MODEL = "openai/fake-judge"
 KEY = "sk-test"
 #: litellm call options that are not part of the chat body a batch line carries.
@@ -279,9 +285,10 @@ def test_a_client_cancels_a_held_batch(batch_server, requests_by_id):
     done = finished(server, batch.id)
     assert done.status == "cancelled" and done.output_file_id is None
     assert list(error_lines(server, done)) == list(requests_by_id)
-    with pytest.raises(openai.ConflictError):
-        litellm.cancel_batch(batch_id=finished(server, submit(server, request_file(requests_by_id)).id).id,
-                             **via(server))
+    completed = finished(server, submit(server, request_file(requests_by_id)).id)
+    with pytest.raises(openai.ConflictError):  # a finished batch cannot be cancelled (409: the SDK retries it)
+        litellm.cancel_batch(batch_id=completed.id, **via(server, max_retries=0))
+    assert litellm.retrieve_batch(batch_id=completed.id, **via(server)).status == "completed"
 
 
 def test_partial_results_leave_lines_out_while_the_counts_claim_them(batch_server, requests_by_id):
@@ -383,3 +390,99 @@ def test_transient_api_errors_are_served_in_order(batch_server, requests_by_id):
     assert server.files_uploaded == 1 and server.batches_created == 1
     with pytest.raises(ValueError, match="unknown api_faults"):
         FakeBatchServer(server.judge, api_faults={"poll": [500]})
+
+
+# -- state that outlives a client, and a server restarted on its folder ---------------------------------------
+
+
+def test_a_server_restarted_on_its_state_dir_serves_the_same_files_and_batches(batch_server, requests_by_id,
+                                                                               tmp_path):
+    data = request_file(requests_by_id)
+    first = batch_server(state_dir=tmp_path, batch_faults=[BatchFault(hold=True, expire_after=4)])
+    held = submit(first, data, metadata={"rcp_jax_key": "held"})
+    done = finished(first, submit(first, data).id)
+    until(lambda: first.batches[held.id]["status"] == "in_progress")
+    output_before = jsonl(first, done.output_file_id)
+    assert len(output_before) == len(requests_by_id)
+    first.stop()
+    again = batch_server(state_dir=tmp_path)  # another port, the same state
+    assert (again.batches_created, again.files_uploaded) == (2, 2)
+    assert [b.id for b in litellm.list_batches(limit=10, **via(again)).data] == [done.id, held.id]
+    assert jsonl(again, done.output_file_id) == output_before
+    assert litellm.file_content(file_id=held.input_file_id, **via(again)).content == data
+    assert litellm.retrieve_batch(batch_id=held.id, **via(again)).status == "in_progress"  # still held
+    again.release(held.id)
+    resumed = finished(again, held.id)
+    assert resumed.status == "expired" and resumed.metadata == {"rcp_jax_key": "held"}  # its fault came back too
+    assert list(answers(jsonl(again, resumed.output_file_id))) == list(requests_by_id)[:4]
+    assert again.batch_custom_ids[held.id] == list(requests_by_id)
+
+
+#: A client that uploads, creates a batch, prints its id and polls until killed (the OpenAI SDK litellm calls,
+#: without litellm's import time; the resume below goes through litellm).
+CLIENT = """
+import sys, time
+import openai
+url, path = sys.argv[1], sys.argv[2]
+client = openai.OpenAI(base_url=url, api_key="sk-test", max_retries=0)
+with open(path, "rb") as f:
+    uploaded = client.files.create(file=("requests.jsonl", f.read()), purpose="batch")
+batch = client.batches.create(completion_window="24h", endpoint="/v1/chat/completions", input_file_id=uploaded.id,
+                              metadata={"rcp_jax_key": "cli"})
+print(batch.id, flush=True)
+while True:
+    client.batches.retrieve(batch.id)
+    time.sleep(0.02)
+"""
+
+
+def serve_process(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    """``python -m benchmarks.fixtures.fake_batches`` over the judging tests' dataset; (process, url)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.fixtures.fake_batches", "--synthetic", "3", "12", "7", "--doc-chars",
+         "300", "--state-dir", str(tmp_path / "state"), *args],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    ready = proc.stdout.readline().split()
+    assert ready[:1] == ["READY"], ready
+    return proc, ready[1]
+
+
+@pytest.mark.slow
+def test_a_killed_client_and_a_killed_server_process_resume_the_same_batch(tmp_path, requests_by_id, dataset):
+    (tmp_path / "plans.json").write_text(json.dumps([BatchFault(hold=True).to_json()]))
+    (tmp_path / "requests.jsonl").write_bytes(request_file(requests_by_id))
+    server, url = serve_process(tmp_path, "--faults", str(tmp_path / "plans.json"))
+    client = subprocess.Popen([sys.executable, "-c", CLIENT, url, str(tmp_path / "requests.jsonl")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        batch_id = client.stdout.readline().strip()
+        client.send_signal(signal.SIGKILL)  # while it waits for its held batch
+        client.wait()
+        state = httpx.get(url.removesuffix("/v1") + "/_fake/state").json()
+        assert state["batches_created"] == 1 and state["statuses"] == {batch_id: "in_progress"}
+        server.send_signal(signal.SIGKILL)  # the server too: its state folder holds the batch
+        server.wait()
+        server, url = serve_process(tmp_path)  # no --faults: the saved batch keeps its own
+        base = {"custom_llm_provider": "openai", "api_base": url, "api_key": KEY}
+        assert litellm.retrieve_batch(batch_id=batch_id, **base).status == "in_progress"
+        httpx.post(url.removesuffix("/v1") + "/_fake/release", json={"batch_id": batch_id})
+        until(lambda: litellm.retrieve_batch(batch_id=batch_id, **base).status in TERMINAL)
+        done = litellm.retrieve_batch(batch_id=batch_id, **base)
+        assert done.status == "completed" and done.metadata == {"rcp_jax_key": "cli"}
+        output = litellm.file_content(file_id=done.output_file_id, **base).content.decode().splitlines()
+        assert list(answers(output)) == list(requests_by_id)
+        state = httpx.get(url.removesuffix("/v1") + "/_fake/state").json()
+        assert state["batches_created"] == 1 and state["batch_custom_ids"] == {batch_id: list(requests_by_id)}
+        # the process answers as an in-process server over the same dataset and judge does
+        queries, documents, latent = dataset
+        with FakeBatchServer(SimulatedJudge(latent, seed=7), queries=queries, documents=documents) as local:
+            here = finished(local, submit(local, request_file(requests_by_id)).id)
+            assert answers(jsonl(local, here.output_file_id)) == answers(output)
+        server.stdin.close()  # the server's way to stop: it prints its counters and exits
+        assert json.loads(server.stdout.readline())["batches_created"] == 1 and server.wait(timeout=30) == 0
+    finally:
+        for proc in (client, server):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
