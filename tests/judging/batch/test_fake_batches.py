@@ -486,3 +486,34 @@ def test_a_killed_client_and_a_killed_server_process_resume_the_same_batch(tmp_p
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_reordered_output_still_answers_every_line(batch_server, requests_by_id):
+    server = batch_server(batch_faults=[BatchFault(reordered=True), None])
+    data = request_file(requests_by_id)
+    shuffled = answers(jsonl(server, finished(server, submit(server, data).id).output_file_id))
+    plain = answers(jsonl(server, finished(server, submit(server, data).id).output_file_id))
+    assert list(shuffled) == list(requests_by_id)[::-1] and shuffled == plain
+
+
+def test_openais_limits_on_files_batches_and_metadata(batch_server, requests_by_id):
+    data = request_file(requests_by_id)
+    server = batch_server(max_batch_requests=len(requests_by_id) - 1, max_file_bytes=len(data))
+    done = finished(server, submit(server, data).id)
+    assert done.status == "failed" and [e.code for e in done.errors.data] == ["too_many_requests"]
+    with pytest.raises(openai.APIStatusError) as too_big:
+        submit(server, data + b"\n", max_retries=0)
+    assert too_big.value.status_code == 413
+    with pytest.raises(openai.BadRequestError, match="metadata"):
+        submit(server, data, metadata={"rcp_jax_key": "x" * 513})
+    with pytest.raises(openai.BadRequestError, match="metadata"):
+        submit(server, data, metadata={f"k{i}": "v" for i in range(17)})
+    other = litellm.create_file(file=("tune.jsonl", data), purpose="fine-tune", **via(server))
+    with pytest.raises(openai.BadRequestError, match="purpose"):
+        litellm.create_batch(completion_window="24h", endpoint="/v1/chat/completions", input_file_id=other.id,
+                             **via(server))
+    lines = data.decode().splitlines()
+    second = json.loads(lines[1])
+    second["body"]["model"] = "another-judge"
+    mixed = finished(server, submit(server, "\n".join([lines[0], json.dumps(second)]).encode()).id)
+    assert [(e.code, e.line) for e in mixed.errors.data] == [("mixed_models", 2)]
