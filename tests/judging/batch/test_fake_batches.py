@@ -517,3 +517,15 @@ def test_openais_limits_on_files_batches_and_metadata(batch_server, requests_by_
     second["body"]["model"] = "another-judge"
     mixed = finished(server, submit(server, "\n".join([lines[0], json.dumps(second)]).encode()).id)
     assert [(e.code, e.line) for e in mixed.errors.data] == [("mixed_models", 2)]
+
+
+def test_a_batch_held_midway_shows_its_progress(batch_server, requests_by_id):
+    server = batch_server(batch_faults=[BatchFault(hold_after=7)], line_delay=0.001)
+    batch = submit(server, request_file(requests_by_id))
+    until(lambda: server.batches[batch.id]["request_counts"]["completed"] == 7)
+    polled = litellm.retrieve_batch(batch_id=batch.id, **via(server))
+    assert polled.status == "in_progress" and polled.output_file_id is None
+    assert (polled.request_counts.total, polled.request_counts.completed) == (len(requests_by_id), 7)
+    server.release()
+    done = finished(server, batch.id)
+    assert done.status == "completed" and done.request_counts.completed == len(requests_by_id)
