@@ -7,6 +7,7 @@ request lines made from real rendered windows and the chat body the online judge
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -529,3 +530,27 @@ def test_a_batch_held_midway_shows_its_progress(batch_server, requests_by_id):
     server.release()
     done = finished(server, batch.id)
     assert done.status == "completed" and done.request_counts.completed == len(requests_by_id)
+
+
+def test_the_async_functions_and_file_retrieve_and_delete(batch_server, requests_by_id):
+    server = batch_server()
+    data = request_file(requests_by_id)
+
+    async def run():
+        uploaded = await litellm.acreate_file(file=("requests.jsonl", data), purpose="batch", **via(server))
+        batch = await litellm.acreate_batch(completion_window="24h", endpoint="/v1/chat/completions",
+                                            input_file_id=uploaded.id, metadata={"rcp_jax_key": "async"},
+                                            **via(server))
+        while (batch := await litellm.aretrieve_batch(batch_id=batch.id, **via(server))).status not in TERMINAL:
+            await asyncio.sleep(0.01)
+        content = await litellm.afile_content(file_id=batch.output_file_id, **via(server))
+        listed = await litellm.alist_batches(limit=1, **via(server))
+        return uploaded, batch, content.content, listed
+
+    uploaded, batch, content, listed = asyncio.run(run())
+    assert batch.status == "completed" and list(answers(content.decode().splitlines())) == list(requests_by_id)
+    assert [b.metadata for b in listed.data] == [{"rcp_jax_key": "async"}]
+    assert litellm.file_retrieve(file_id=uploaded.id, **via(server)).bytes == len(data)
+    assert litellm.file_delete(file_id=uploaded.id, **via(server)).deleted
+    with pytest.raises(openai.NotFoundError):
+        litellm.file_retrieve(file_id=uploaded.id, **via(server))
