@@ -36,8 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcp_jax.models.bayes import bt_prior_sd, centred_from_contrasts, helmert_matrix, item_prior_sd
 from rcp_jax.models import query_shards
+from rcp_jax.models.bayes import bt_prior_sd, centred_from_contrasts, helmert_matrix, item_prior_sd
 from rcp_jax.models.irt import ALPHA_PRIOR_SD, DEFAULT_RIDGE, TAU_PRIOR_SD
 
 
