@@ -28,6 +28,7 @@ Shapes: Q queries padded to N documents, C criteria, G = 2 (C - 1), M = N + 1; f
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rcp_jax.models import query_shards
 from rcp_jax.models.bayes import bt_prior_sd, centred_from_contrasts, helmert_matrix, item_prior_sd
 from rcp_jax.models.irt import ALPHA_PRIOR_SD, DEFAULT_RIDGE, TAU_PRIOR_SD
 
@@ -152,20 +154,47 @@ def _joined(x: jax.Array, g: jax.Array) -> jax.Array:
     return jnp.concatenate([x, jnp.broadcast_to(g, (x.shape[0], g.shape[0]))], axis=1)
 
 
-@functools.partial(jax.jit, static_argnames=("batch_size",))
-def _all_blocks(x: jax.Array, g: jax.Array, data: Data, batch_size: int):
-    """Value float[Q], gradient float[Q, M + G] and Hessian float[Q, M + G, M + G] of every ``f_q``."""
-    n, c = data.wins.shape[1], data.trials.shape[2]
-    one = lambda args: _local_blocks(args[0], args[1], data, n, c)  # noqa: E731
-    return jax.lax.map(one, (_joined(x, g), _per_query(data)), batch_size=batch_size)
+@functools.partial(jax.jit, static_argnames=("batch_size", "mesh"))
+def _all_blocks(x: jax.Array, g: jax.Array, data: Data, batch_size: int, mesh=None):
+    """Value float[Q], gradient float[Q, M + G] and Hessian float[Q, M + G, M + G] of every ``f_q`` (each
+    device of ``mesh`` its own queries; see :mod:`rcp_jax.models.query_shards`)."""
+
+    def local(x, g, data):
+        n, c = data.wins.shape[1], data.trials.shape[2]
+        one = lambda args: _local_blocks(args[0], args[1], data, n, c)  # noqa: E731
+        return jax.lax.map(one, (_joined(x, g), _per_query(data)), batch_size=batch_size)
+
+    return query_shards.over_queries(local, mesh, (True, False, True))(x, g, data)
 
 
-@functools.partial(jax.jit, static_argnames=("batch_size",))
-def _all_values(x: jax.Array, g: jax.Array, data: Data, batch_size: int) -> jax.Array:
+@functools.partial(jax.jit, static_argnames=("batch_size", "mesh"))
+def _all_values(x: jax.Array, g: jax.Array, data: Data, batch_size: int, mesh=None) -> jax.Array:
     """``f_q`` of every query, float[Q]."""
-    n, c = data.wins.shape[1], data.trials.shape[2]
-    one = lambda args: _local_nll(args[0], args[1], data, n, c)  # noqa: E731
-    return jax.lax.map(one, (_joined(x, g), _per_query(data)), batch_size=batch_size)
+
+    def local(x, g, data):
+        n, c = data.wins.shape[1], data.trials.shape[2]
+        one = lambda args: _local_nll(args[0], args[1], data, n, c)  # noqa: E731
+        return jax.lax.map(one, (_joined(x, g), _per_query(data)), batch_size=batch_size)
+
+    return query_shards.over_queries(local, mesh, (True, False, True))(x, g, data)
+
+
+def _spread(data: Data, mesh) -> Data:
+    """``data`` with the query axis split over ``mesh``'s devices, padded with dummy queries to a multiple of them
+    (``data`` itself without a mesh; pad blocks ``x`` to match with :func:`rcp_jax.models.query_shards.pad_rows`).
+
+    A dummy query has no documents and no judgements: its block holds only the priors of its contrasts, scale
+    and offset (positive definite), its gradient and Hessian in the items are exactly zero, so it adds nothing to
+    the items' Schur complement; its value is left out of the objective and its step out of the convergence test.
+    """
+    if mesh is None:
+        return data
+    total = query_shards.padded_count(data.wins.shape[0], mesh)
+    pad = query_shards.pad_rows
+    data = dataclasses.replace(data, wins=pad(data.wins, total), n_docs=pad(data.n_docs, total),
+                               passes=pad(data.passes, total), trials=pad(data.trials, total),
+                               bt_sd=pad(data.bt_sd, total, fill=1.0))
+    return query_shards.put_rows(data, mesh)
 
 
 def _prior_g(g: np.ndarray, item_sd: float) -> tuple[float, np.ndarray, np.ndarray]:
@@ -208,7 +237,11 @@ class BlockLaplace:
         coupling: float32[Q, M, G] ``A_q^-1 B_q`` (how a block's mean moves with the items).
         chol_items: float64[G, G] lower Cholesky factor of the items' marginal precision (Schur complement).
         g_shift: float64[G] the items' mean minus their joint mode (:func:`marginal_item_shift`; zeros: none).
-        info: ``iterations``, ``converged``, ``objective`` (F at the mode), ``max_step``, ``damping``.
+        info: ``iterations``, ``converged``, ``objective`` (F at the mode), ``max_step``, ``damping``,
+            ``ridged_blocks``, ``devices``.
+        queries: how many of the rows of ``x``, ``chol_local`` and ``coupling`` are real queries; the rest are
+            dummy queries padding the query axis to a multiple of the devices (:func:`_spread`). None: all rows.
+        mesh: the devices the query axis is split over (:func:`rcp_jax.models.query_shards.query_mesh`), or None.
     """
 
     x: jax.Array
@@ -218,10 +251,17 @@ class BlockLaplace:
     chol_items: np.ndarray
     info: dict = field(default_factory=dict)
     g_shift: np.ndarray | None = None
+    queries: int | None = None
+    mesh: jax.sharding.Mesh | None = None
+
+    @property
+    def n_queries(self) -> int:
+        """The real queries (rows of ``x`` before any padding)."""
+        return self.x.shape[0] if self.queries is None else self.queries
 
 
 def fit_block_laplace(data: Data, x0, g0, *, max_iter: int = 60, tol: float = 1e-4, batch_size: int = 32,
-                      progress=None) -> BlockLaplace:
+                      progress=None, devices=None) -> BlockLaplace:
     """Find the joint posterior's mode and factor its Hessian there.
 
     Args:
@@ -231,22 +271,27 @@ def fit_block_laplace(data: Data, x0, g0, *, max_iter: int = 60, tol: float = 1e
         max_iter: most Newton steps; tol: stop when the largest coordinate step is below it.
         batch_size: query blocks differentiated together (memory ``~batch_size * (M + G)^2`` floats).
         progress: called as ``progress(iteration, max_iter)`` after every step (e.g. a progress bar).
+        devices: the devices the query blocks are split over (default ``jax.devices()``; one device: no split).
+            The result is the single-device one up to float32 rounding of the sums over queries.
 
     Returns:
         :class:`BlockLaplace`; ``info["converged"]`` False when ``max_iter`` steps did not reach ``tol``.
     """
-    x = jnp.asarray(x0, jnp.float32)
+    mesh = query_shards.query_mesh(devices)
+    q = int(np.shape(x0)[0])
+    data = _spread(data, mesh)
+    x = query_shards.put_rows(query_shards.pad_rows(jnp.asarray(x0, jnp.float32), data.wins.shape[0]), mesh)
     g = np.asarray(g0, np.float64)
     damping, converged, step = 1e-3, False, np.inf
 
     def objective(xx, gg):
-        values = np.asarray(_all_values(xx, jnp.asarray(gg, jnp.float32), data, batch_size), np.float64)
-        return float(values.sum()) + _prior_g(gg, data.item_sd)[0]
+        values = np.asarray(_all_values(xx, jnp.asarray(gg, jnp.float32), data, batch_size, mesh), np.float64)
+        return float(values[:q].sum()) + _prior_g(gg, data.item_sd)[0]
 
     current = objective(x, g)
     it = 0
     for it in range(1, max_iter + 1):
-        _, grad, hess = _all_blocks(x, jnp.asarray(g, jnp.float32), data, batch_size)
+        _, grad, hess = _all_blocks(x, jnp.asarray(g, jnp.float32), data, batch_size, mesh)
         _, pg, ph = _prior_g(g, data.item_sd)
         for _ in range(12):  # raise the damping until the step is defined and lowers F
             dx, dg, ok = _schur_step(hess, grad, jnp.asarray(pg, jnp.float32), jnp.asarray(ph, jnp.float32),
@@ -259,7 +304,7 @@ def fit_block_laplace(data: Data, x0, g0, *, max_iter: int = 60, tol: float = 1e
             damping *= 10.0
         else:
             break
-        step = max(float(jnp.max(jnp.abs(dx))), float(np.max(np.abs(np.asarray(dg)))))
+        step = max(float(jnp.max(jnp.abs(dx[:q]))), float(np.max(np.abs(np.asarray(dg)))))
         x, g, current = trial_x, trial_g, trial
         damping = max(damping / 10.0, 1e-6)
         if progress is not None:
@@ -267,11 +312,12 @@ def fit_block_laplace(data: Data, x0, g0, *, max_iter: int = 60, tol: float = 1e
         if step < tol:
             converged = True
             break
-    _, grad, hess = _all_blocks(x, jnp.asarray(g, jnp.float32), data, batch_size)
+    _, grad, hess = _all_blocks(x, jnp.asarray(g, jnp.float32), data, batch_size, mesh)
     chol_local, coupling, chol_items, ridged = _factor(hess, g, data)
     info = {"iterations": it, "converged": converged, "objective": current, "max_step": step, "damping": damping,
-            "ridged_blocks": ridged}
-    return BlockLaplace(x=x, g=g, chol_local=chol_local, coupling=coupling, chol_items=chol_items, info=info)
+            "ridged_blocks": ridged, "devices": 1 if mesh is None else int(mesh.devices.size)}
+    return BlockLaplace(x=x, g=g, chol_local=chol_local, coupling=coupling, chol_items=chol_items, info=info,
+                        queries=q, mesh=mesh)
 
 
 def _factor(hess: jax.Array, g: np.ndarray, data: Data):
@@ -339,7 +385,7 @@ def sample_block_laplace(fit: BlockLaplace, seed: int, num_samples: int, *, chun
         dict: ``x`` float32[D, Q, M] and ``g`` float64[D, G].
     """
     rng = np.random.default_rng(seed)
-    q, m = fit.x.shape
+    q, (rows, m) = fit.n_queries, fit.x.shape
     z = rng.standard_normal((num_samples, len(fit.g)))
     centre = fit.g if fit.g_shift is None else fit.g + fit.g_shift
     g = np.repeat(fit.g[None], num_samples, 0) if items_fixed else centre[None] + np.linalg.solve(fit.chol_items.T, z.T).T
@@ -347,9 +393,10 @@ def sample_block_laplace(fit: BlockLaplace, seed: int, num_samples: int, *, chun
     xs = []
     for lo in range(0, num_samples, chunk):
         d = min(chunk, num_samples - lo)
-        eps = jnp.asarray(rng.standard_normal((d, q, m)), jnp.float32)
+        eps = rng.standard_normal((d, q, m)).astype(np.float32)  # the real queries' noise, whatever the padding
+        eps = jnp.asarray(np.pad(eps, ((0, 0), (0, rows - q), (0, 0))) if rows > q else eps)
         dg = jnp.asarray(g[lo : lo + d] - fit.g[None], jnp.float32)
-        x = fit.x[None] - jnp.einsum("qmg,dg->dqm", fit.coupling, dg) + _block_noise(fit.chol_local, eps)
+        x = (fit.x[None] - jnp.einsum("qmg,dg->dqm", fit.coupling, dg) + _block_noise(fit.chol_local, eps))[:, :q]
         xs.append(np.asarray(x if keep is None else jnp.where(keep[None], x, 0.0), np.float32))
     return {"x": np.concatenate(xs), "g": g}
 
@@ -396,13 +443,17 @@ def _logdet_gradient_one(y, chol, eps, q: dict, data: Data, n: int, c: int, m: i
     return jax.lax.map(third, probes).mean(0)
 
 
-@functools.partial(jax.jit, static_argnames=("batch_size",))
-def _logdet_gradients(x, g, chol_local, eps, data: Data, batch_size: int):
+@functools.partial(jax.jit, static_argnames=("batch_size", "mesh"))
+def _logdet_gradients(x, g, chol_local, eps, data: Data, batch_size: int, mesh=None):
     """float[Q, M + G]: each query block's gradient of ``log det A_q`` at fixed coordinates (see above)."""
-    n, c = data.wins.shape[1], data.trials.shape[2]
-    m = x.shape[1]
-    one = lambda args: _logdet_gradient_one(args[0], args[1], args[2], args[3], data, n, c, m)  # noqa: E731
-    return jax.lax.map(one, (_joined(x, g), chol_local, eps, _per_query(data)), batch_size=batch_size)
+
+    def local(x, g, chol_local, eps, data):
+        n, c = data.wins.shape[1], data.trials.shape[2]
+        m = x.shape[1]
+        one = lambda args: _logdet_gradient_one(args[0], args[1], args[2], args[3], data, n, c, m)  # noqa: E731
+        return jax.lax.map(one, (_joined(x, g), chol_local, eps, _per_query(data)), batch_size=batch_size)
+
+    return query_shards.over_queries(local, mesh, (True, False, True, True, True))(x, g, chol_local, eps, data)
 
 
 def marginal_item_shift(fit: "BlockLaplace", data: Data, *, probes: int | None = None, seed: int = 0,
@@ -417,16 +468,19 @@ def marginal_item_shift(fit: "BlockLaplace", data: Data, *, probes: int | None =
     ``probes``: per query, random probes of the trace (Hutchinson; their noise averages over the queries), or None:
     the exact trace (M probes) up to 20,000 query-probes in all, else 8 random ones per query.
     """
-    q, m = fit.x.shape
+    q, m = fit.n_queries, fit.x.shape[1]
     if probes is None:
         probes = m if q * m <= 20_000 else 8
     if probes >= m:
         eps = np.broadcast_to(np.sqrt(m) * np.eye(m, dtype=np.float32), (q, m, m))
     else:
         eps = np.random.default_rng([seed, 0x7ACE]).standard_normal((q, probes, m)).astype(np.float32)
-    grads = np.asarray(_logdet_gradients(fit.x, jnp.asarray(fit.g, jnp.float32), fit.chol_local, jnp.asarray(eps), data,
-                                         batch_size), np.float64)
-    coupling = np.asarray(fit.coupling, np.float64)  # A^-1 B, [Q, M, G]
+    # the fit's layout: dummy queries (zero probes, no items in their blocks) fill the query axis of its devices
+    data = _spread(data, fit.mesh)
+    eps = query_shards.put_rows(query_shards.pad_rows(jnp.asarray(eps), fit.x.shape[0]), fit.mesh)
+    grads = np.asarray(_logdet_gradients(fit.x, jnp.asarray(fit.g, jnp.float32), fit.chol_local, eps, data,
+                                         batch_size, fit.mesh), np.float64)[:q]
+    coupling = np.asarray(fit.coupling, np.float64)[:q]  # A^-1 B, [Q, M, G]
     total = grads[:, m:].sum(0) - np.einsum("qmg,qm->g", coupling, grads[:, :m])  # d/dg sum_q log det A_q
     schur = fit.chol_items @ fit.chol_items.T
     return np.linalg.solve(schur, -0.5 * total)

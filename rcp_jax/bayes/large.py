@@ -49,7 +49,7 @@ def choose_method(method: str, model: str, n_docs: int) -> tuple[str, str | None
 
 
 def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt_weight: float, num_samples: int,
-                        seed: int, report=None, check_queries: int = CHECK_QUERIES):
+                        seed: int, report=None, check_queries: int = CHECK_QUERIES, devices=None):
     """Draws (:class:`rcp_jax.models.inference.Draws`, one "chain") of the joint model's block Laplace
     approximation, with the Newton solve's record and the NUTS check in ``info``.
 
@@ -60,6 +60,7 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         num_samples, seed: the draws.
         report: ``report(step, total)`` after each Newton step (a progress bar), or None.
         check_queries: queries NUTS samples for the check (0: none).
+        devices: the devices the query blocks are split over (default: all of ``jax.devices()``; one: no split).
     """
     from rcp_jax.models import block_laplace, inference
 
@@ -70,7 +71,7 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
                          np.asarray(init["alpha"])[:, None]], axis=1)
     g0 = np.concatenate([np.asarray(init["u"]), np.asarray(init["v"])])
     try:
-        fit = block_laplace.fit_block_laplace(data, x0, g0, progress=report)
+        fit = block_laplace.fit_block_laplace(data, x0, g0, progress=report, devices=devices)
     except FloatingPointError as exc:
         from rcp_jax.errors import CalibrationError
 
