@@ -270,7 +270,8 @@ def fit_block_laplace(data: Data, x0, g0, *, max_iter: int = 60, tol: float = 1e
         g0: float[G] starting item contrasts ``(u, v)``.
         max_iter: most Newton steps; tol: stop when the largest coordinate step is below it.
         batch_size: query blocks differentiated together (memory ``~batch_size * (M + G)^2`` floats).
-        progress: called as ``progress(iteration, max_iter)`` after every step (e.g. a progress bar).
+        progress: called as ``progress(iteration, largest_step, tol)`` after every step (a progress bar can
+            estimate the steps left from how fast the largest coordinate step falls towards ``tol``).
         devices: the devices the query blocks are split over (default ``jax.devices()``; one device: no split).
             The result is the single-device one up to float32 rounding of the sums over queries.
 
@@ -308,7 +309,7 @@ def fit_block_laplace(data: Data, x0, g0, *, max_iter: int = 60, tol: float = 1e
         x, g, current = trial_x, trial_g, trial
         damping = max(damping / 10.0, 1e-6)
         if progress is not None:
-            progress(it, max_iter)
+            progress(it, step, tol)
         if step < tol:
             converged = True
             break
@@ -371,7 +372,7 @@ def _block_noise(chol_local, eps):
 
 
 def sample_block_laplace(fit: BlockLaplace, seed: int, num_samples: int, *, chunk: int = 50,
-                         n_docs=None, items_fixed: bool = False) -> dict:
+                         n_docs=None, items_fixed: bool = False, progress=None) -> dict:
     """Exact draws of the Gaussian at the mode.
 
     Args:
@@ -380,6 +381,7 @@ def sample_block_laplace(fit: BlockLaplace, seed: int, num_samples: int, *, chun
         n_docs: int[Q] pool sizes: padding contrasts of the draws are set to 0 (default: left as drawn).
         items_fixed: keep the items at their mode and draw each block from its conditional ``x_q | g``
             (what :func:`conditional_model` samples exactly, for checks).
+        progress: called as ``progress(draws_done, num_samples)`` after every chunk, or None.
 
     Returns:
         dict: ``x`` float32[D, Q, M] and ``g`` float64[D, G].
@@ -398,6 +400,8 @@ def sample_block_laplace(fit: BlockLaplace, seed: int, num_samples: int, *, chun
         dg = jnp.asarray(g[lo : lo + d] - fit.g[None], jnp.float32)
         x = (fit.x[None] - jnp.einsum("qmg,dg->dqm", fit.coupling, dg) + _block_noise(fit.chol_local, eps))[:, :q]
         xs.append(np.asarray(x if keep is None else jnp.where(keep[None], x, 0.0), np.float32))
+        if progress is not None:
+            progress(lo + d, num_samples)
     return {"x": np.concatenate(xs), "g": g}
 
 

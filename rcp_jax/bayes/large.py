@@ -16,7 +16,9 @@ matched NUTS's to 8% of their width.)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import time
 import warnings
 
@@ -48,6 +50,66 @@ def choose_method(method: str, model: str, n_docs: int) -> tuple[str, str | None
     return "nuts", f"nuts: {n_docs:,} documents, within the {AUTO_NUTS_MAX_DOCS:,} that NUTS samples in minutes"
 
 
+class NewtonSteps:
+    """The Newton steps a block-Laplace fit is expected to take, re-estimated after every step.
+
+    The largest coordinate step falls by a roughly constant factor per step until it is below the tolerance; the
+    factor seen on the last two steps (clipped to [0.05, 0.9]; 0.5 before there are two) gives the steps left. Near
+    the mode Newton converges faster than that, so the estimate errs long, never short by much.
+    """
+
+    def __init__(self) -> None:
+        self.previous: float | None = None
+
+    def total(self, done: int, step: float, tol: float) -> int:
+        """Steps in all: ``done`` plus the estimate of those left from ``step`` (the last step's size) and ``tol``."""
+        if not step > tol:
+            return done
+        rate = 0.5 if self.previous is None or not step < self.previous else min(max(step / self.previous, 0.05), 0.9)
+        self.previous = step
+        return done + max(1, math.ceil(math.log(tol / step) / math.log(rate)))
+
+
+class FitProgress:
+    """One tqdm bar through the stages of a block-Laplace fit (Newton steps, item correction, draws, NUTS check).
+
+    The bar's description names the stage (``2/4: draws``); each stage restarts its count, total and time
+    estimate, so the remaining time shown is the current stage's.
+    """
+
+    def __init__(self, bar, desc: str, stages: int) -> None:
+        self.bar, self.desc, self.stages, self.index = bar, desc, stages, 0
+
+    def stage(self, name: str, steps: NewtonSteps | None = None):
+        """Start stage ``name``; returns its ``report(done, total)`` callback (``report(done, step, tol)`` with a
+        :class:`NewtonSteps`, whose estimate sets the total)."""
+        self.index += 1
+        self.bar.reset(total=None)
+        self.bar.set_description(f"{self.desc} {self.index}/{self.stages}: {name}", refresh=True)
+
+        def report(done: int, total_or_step, tol: float | None = None) -> None:
+            total = steps.total(done, float(total_or_step), float(tol)) if steps is not None else int(total_or_step)
+            self.bar.total = max(total, done)
+            self.bar.update(max(0, done - self.bar.n))
+
+        return report
+
+
+@contextlib.contextmanager
+def fit_progress(enabled: bool, *, check_queries: int = CHECK_QUERIES, desc: str = "block Laplace"):
+    """A :class:`FitProgress` on stderr (where it is a terminal; tqdm's own rule), or None when not ``enabled``."""
+    if not enabled:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=None, desc=desc, unit="step", leave=False, disable=None, mininterval=0.5)
+    try:
+        yield FitProgress(bar, desc, 4 if check_queries > 0 else 3)
+    finally:
+        bar.close()
+
+
 def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt_weight: float, num_samples: int,
                         seed: int, report=None, check_queries: int = CHECK_QUERIES, devices=None):
     """Draws (:class:`rcp_jax.models.inference.Draws`, one "chain") of the joint model's block Laplace
@@ -58,7 +120,8 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         init: starting values ``w, tau, alpha, u, v`` (the MAP calibration of the BT MAP scores).
         ridge, bt_ridge, bt_weight: the joint model's priors and BT weight.
         num_samples, seed: the draws.
-        report: ``report(step, total)`` after each Newton step (a progress bar), or None.
+        report: a :class:`FitProgress` (a staged progress bar: Newton steps, item correction, draws, NUTS check),
+            or None.
         check_queries: queries NUTS samples for the check (0: none).
         devices: the devices the query blocks are split over (default: all of ``jax.devices()``; one: no split).
     """
@@ -71,16 +134,20 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
                          np.asarray(init["alpha"])[:, None]], axis=1)
     g0 = np.concatenate([np.asarray(init["u"]), np.asarray(init["v"])])
     try:
-        fit = block_laplace.fit_block_laplace(data, x0, g0, progress=report, devices=devices)
+        newton = None if report is None else report.stage("Newton steps", NewtonSteps())
+        fit = block_laplace.fit_block_laplace(data, x0, g0, progress=newton, devices=devices)
     except FloatingPointError as exc:
         from rcp_jax.errors import CalibrationError
 
         raise CalibrationError(f"{exc}; fit this collection with method 'svi' (mean-field) or 'nuts'") from None
     # the items' mean: one Newton step from the joint mode to their Laplace-marginal mode (on 30 x 60 simulated
     # documents it moved beta_5 from 0.10 off NUTS's posterior mean to 0.002 off)
+    if report is not None:
+        report.stage("item correction", None)
     shift = block_laplace.marginal_item_shift(fit, data, seed=seed)
     fit = dataclasses.replace(fit, g_shift=shift)
-    raw = block_laplace.sample_block_laplace(fit, seed, num_samples, n_docs=inputs.n_docs)
+    raw = block_laplace.sample_block_laplace(fit, seed, num_samples, n_docs=inputs.n_docs,
+                                             progress=None if report is None else report.stage("draws", None))
     n, c = inputs.wins.shape[1], inputs.trials.shape[2]
     if not np.all(np.isfinite(raw["x"])):
         from rcp_jax.errors import CalibrationError
@@ -95,13 +162,15 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
                       f"{fit.info['max_step']:.2g}); the Gaussian sits at a point short of the mode", stacklevel=3)
     if check_queries > 0:
         info["nuts_check"] = nuts_check(inputs, fit, data, n_queries=check_queries, seed=seed, bt_ridge=bt_ridge,
-                                        bt_weight=bt_weight)
+                                        bt_weight=bt_weight,
+                                        progress=None if report is None else report.stage(
+                                            f"NUTS check on {min(check_queries, inputs.wins.shape[0])} queries", None))
     info["wall_s"] = time.perf_counter() - start
     return inference.Draws(samples=block_laplace.samples_as_sites(raw, n, c), method="block_laplace", info=info)
 
 
 def nuts_check(inputs, fit, data, *, n_queries: int, seed: int, bt_ridge: float, bt_weight: float,
-               num_warmup: int = 400, num_samples: int = 400, ci_prob: float = 0.9) -> dict:
+               num_warmup: int = 400, num_samples: int = 400, ci_prob: float = 0.9, progress=None) -> dict:
     """Gain intervals of the block Laplace against NUTS on the exact conditional posterior of a few queries.
 
     With the items at their mode, each query's block is independent of the others; NUTS (2 chains) samples the
@@ -130,7 +199,7 @@ def nuts_check(inputs, fit, data, *, n_queries: int, seed: int, bt_ridge: float,
     x = np.asarray(fit.x)[pick]
     init = {"w": x[:, : n - 1], "tau": np.exp(x[:, n - 1]), "alpha": x[:, n]}
     draws = inference.run_nuts(block_laplace.conditional_model, kwargs, seed=seed, num_warmup=num_warmup,
-                               num_samples=num_samples, num_chains=2, init_values=init)
+                               num_samples=num_samples, num_chains=2, init_values=init, progress=progress)
     gamma, beta = (np.asarray(a) for a in block_laplace.item_parameters(jnp.asarray(u, jnp.float32), jnp.asarray(v, jnp.float32)))
 
     def gains(w, alpha):  # float[..., Qs, N] gains of contrasts w [..., Qs, N-1] and offsets alpha [..., Qs]

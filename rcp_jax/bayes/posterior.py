@@ -706,7 +706,7 @@ def fit_posterior(
     init = {k: f32(v) for k, v in init.items()}
 
     if method == "block_laplace":
-        with _progress_bar(progress, "block Laplace: Newton steps") as report:
+        with large.fit_progress(progress, check_queries=check_queries) as report:
             draws = large.block_laplace_draws(inputs, init, ridge=ridge, bt_ridge=bt_ridge, bt_weight=bt_weight,
                                               num_samples=num_samples, seed=seed, report=report,
                                               check_queries=check_queries)

@@ -85,3 +85,63 @@ def test_cli_fit_block_laplace_then_evaluate_posterior(demo_tiny, tmp_path, caps
                  "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert len(result["posterior"]["pairs"]) == 1
+
+
+def test_newton_steps_estimate_follows_a_geometric_fall():
+    est = large.NewtonSteps()
+    assert est.total(1, 1.0, 1e-4) == 1 + 14  # no rate seen yet: halves per step, 2^-14 < 1e-4
+    assert est.total(2, 0.1, 1e-4) == 2 + 3  # falls by 10 per step: 3 more steps reach 1e-4
+    assert est.total(3, 1e-5, 1e-4) == 3  # below the tolerance: done
+
+
+class _RecordingBar:
+    """tqdm's surface that FitProgress uses, recording what a user would see."""
+
+    def __init__(self):
+        self.n, self.total, self.seen = 0, None, []
+
+    def reset(self, total=None):
+        self.n, self.total = 0, total
+
+    def set_description(self, desc, refresh=True):
+        self.seen.append(desc)
+
+    def update(self, k):
+        self.n += k
+        self.seen.append((self.n, self.total))
+
+
+def test_a_block_laplace_fit_reports_each_stage_with_a_total(tables, monkeypatch):
+    import contextlib
+
+    bar = _RecordingBar()
+
+    @contextlib.contextmanager
+    def recording(enabled, *, check_queries=large.CHECK_QUERIES, desc="block Laplace"):
+        assert enabled
+        yield large.FitProgress(bar, desc, 4 if check_queries > 0 else 3)
+
+    monkeypatch.setattr(large, "fit_progress", recording)
+    windows, answers, _ = tables
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rcp_jax.fit_posterior(windows, answers, method="block_laplace", check_queries=1, num_samples=120,
+                              progress=True)
+    stages = [s for s in bar.seen if isinstance(s, str)]
+    assert stages == ["block Laplace 1/4: Newton steps", "block Laplace 2/4: item correction",
+                      "block Laplace 3/4: draws", "block Laplace 4/4: NUTS check on 1 queries"]
+    by_stage, current = {}, None
+    for item in bar.seen:
+        if isinstance(item, str):
+            current = item.split(": ", 1)[1]
+        else:
+            by_stage.setdefault(current, []).append(item)
+    newton = by_stage["Newton steps"]
+    assert all(total is not None and total >= done for done, total in newton)
+    assert newton[-1][0] == newton[-1][1]  # the last step closes the bar: the estimate ends at the truth
+    assert by_stage["draws"][-1] == (120, 120)  # chunks of 50: 50, 100, 120
+    assert [d for d, _ in by_stage["draws"]] == [50, 100, 120]
+    check = by_stage["NUTS check on 1 queries"]
+    assert check[-1][0] == check[-1][1] > 0  # NUTS reports iterations against its known total
+
+
