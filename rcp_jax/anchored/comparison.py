@@ -228,7 +228,8 @@ def anchored_comparison(table: pd.DataFrame, *, human: str = "qrel_ndcg", judge:
             "to it: the intervals and calls are for queries like these, as --target superpopulation)"
             if every_query else "")),
         f"{judge} is known on every query of every system; it may be biased (lambda rescales it; its bias cancels)",
-        "t intervals (a normal approximation): with very few labels or very skewed differences they are rough",
+        "t intervals (a normal approximation) whose variance counts the fitted lambda's own error (leave-one-out "
+        "residuals): with very few labels or very skewed differences they are rough",
     )
     return AnchoredComparison(systems=systems, pairs=pairs, n_queries=n, n_labelled=n_lab, level=level,
                               correction=correction, target=target, human=human, judge=judge, assumptions=assumptions)

@@ -54,9 +54,16 @@ def test_anchored_variance_is_the_leave_one_out_one_of_the_estimator_s_linear_we
     weights = np.array([(_ppi_plus_plus(y + 1e-3 * np.eye(n)[i], fl, f)[0] - theta) / 1e-3 for i in range(n)])
     loo = np.array([y[i] - np.polyval(np.polyfit(np.delete(fl, i), np.delete(y, i), 1), fl[i]) for i in range(n)])
     pi = n / big_n
-    var = (((weights - 1 / big_n) ** 2 + (1 - pi) / (pi * big_n**2)) * loo**2 * (1 - 1 / n)).sum()
-    assert est.se == pytest.approx(np.sqrt(var), rel=1e-6)
-    assert est.high - est.estimate == pytest.approx(stats.t.ppf(0.95, n - 2) * est.se)
+    terms = ((weights - 1 / big_n) ** 2 + (1 - pi) / (pi * big_n**2)) * loo**2 * (1 - 1 / n)
+    assert est.se == pytest.approx(np.sqrt(terms.sum()), rel=1e-6)
+    # Satterthwaite degrees of freedom of a sum of chi^2_1-like terms, capped at n - 2
+    df = min(n - 2, 3 * terms.sum() ** 2 / (terms**2).sum())
+    assert est.df == pytest.approx(df, rel=1e-6)
+    assert est.high - est.estimate == pytest.approx(stats.t.ppf(0.95, df) * est.se)
+    # one query carrying most of the variance: few degrees of freedom, a wider t quantile
+    y_out = y_all.copy()
+    y_out[np.flatnonzero(lab)[0]] += 5.0
+    assert float(anchored_mean(np.where(lab, y_out, np.nan), f).df) < 6 < n - 2
     # with the judge's f balanced (labelled mean = benchmark mean) and equal leverage it is the design-based
     # (1 - n/N) S_r^2 / n up to the leave-one-out factor, which is above 1
     resid = y - np.polyval(np.polyfit(fl, y, 1), fl)
