@@ -15,11 +15,13 @@ systems. Scenarios:
 
 For each scenario, fraction (10%, 25%, 50%) and scheme (``random``: a simple random sample of exactly the
 budget; ``active``: one round, each query drawn with probability ``pi_i`` proportional to the predicted residual
-size from the judge's reported sd (mixed with 20% uniform, capped at 1; the same expected number of labels),
-the estimator weighting by ``1/pi``) it records the coverage of the 90% intervals (target: the benchmark's mean
-human difference), the anchored / human-only width ratio, the active / random width ratio, the judge-only bias,
-and the null pair's call rate (superpopulation target, where equal quality means a true difference of 0).
-Replications run in vectorised chunks of 500.
+size from the judge's own output (its reported sd and how far each pair's difference sits from the pair's median:
+:func:`rcp_jax.anchored.active.judge_signal_scale`), mixed with 20% uniform, capped at 1, exactly the budget
+drawn by randomised systematic sampling, the estimator weighting by ``1/pi``; ``active-sd-poisson``: the
+previous design, the reported sd alone and independent Bernoulli draws) it records the coverage of the 90%
+intervals (target: the benchmark's mean human difference), the anchored / human-only width ratio, the active /
+random width ratio, the judge-only bias, and the null pair's call rate (superpopulation target, where equal
+quality means a true difference of 0). Replications run in vectorised chunks of 500.
 
     python -m benchmarks.anchored_coverage --replications 2000
 """
@@ -42,20 +44,26 @@ SCENARIOS = {
     "informative": dict(judge_noise=0.1, slip_share=0.1, slip_sd=0.4, assessor_noise=0.1),
 }
 
+SCHEMES = {
+    "random": dict(scheme="random"),
+    "active": dict(scheme="active"),
+    "active-sd-poisson": dict(scheme="active", signals="sd", draw="poisson"),
+}
+
 
 def run(replications: int, queries: int, chunk: int = 500, seed: int = 0) -> list[dict]:
     rows = []
     for s_i, (scenario, params) in enumerate(SCENARIOS.items()):
         for fraction in (0.10, 0.25, 0.50):
-            for scheme in ("random", "active"):
+            for scheme, options in SCHEMES.items():
                 acc: dict[str, list] = {}
                 done = 0
                 while done < replications:
                     r = min(chunk, replications - done)
                     key = [seed, s_i, done]
                     bench = simulate_benchmark(np.random.default_rng(key), replications=r, queries=queries, **params)
-                    rc = replicate(bench, np.random.default_rng([*key, 1]), fraction, scheme=scheme)
-                    sp = replicate(bench, np.random.default_rng([*key, 1]), fraction, scheme=scheme,
+                    rc = replicate(bench, np.random.default_rng([*key, 1]), fraction, **options)
+                    sp = replicate(bench, np.random.default_rng([*key, 1]), fraction, **options,
                                    target="superpopulation")
                     for name, value in (
                         ("covered", rc.anchored_covered), ("human_covered", rc.human_covered),

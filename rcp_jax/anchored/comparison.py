@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rcp_jax.anchored.active import (inclusion_probabilities, pooled_scale, predicted_residual_scale,
-                                     uncertainty_scale)
+from rcp_jax.anchored.active import (draw_fixed_size, inclusion_probabilities, judge_signal_scale, pooled_scale,
+                                     predicted_residual_scale, uncertainty_scale)
 from rcp_jax.anchored.ppi import anchored_mean, correlation_on_labelled, human_only_mean
 from rcp_jax.errors import DataError
 
@@ -228,7 +228,8 @@ def anchored_comparison(table: pd.DataFrame, *, human: str = "qrel_ndcg", judge:
             "to it: the intervals and calls are for queries like these, as --target superpopulation)"
             if every_query else "")),
         f"{judge} is known on every query of every system; it may be biased (lambda rescales it; its bias cancels)",
-        "t intervals (a normal approximation): with very few labels or very skewed differences they are rough",
+        "t intervals (a normal approximation) whose variance counts the fitted lambda's own error (leave-one-out "
+        "residuals): with very few labels or very skewed differences they are rough",
     )
     return AnchoredComparison(systems=systems, pairs=pairs, n_queries=n, n_labelled=n_lab, level=level,
                               correction=correction, target=target, human=human, judge=judge, assumptions=assumptions)
@@ -236,17 +237,19 @@ def anchored_comparison(table: pd.DataFrame, *, human: str = "qrel_ndcg", judge:
 
 def plan_labels(table: pd.DataFrame, budget: int, *, human: str = "qrel_ndcg", judge: str = "rcp_ndcg",
                 plan: pd.DataFrame | None = None, uncertainty: str | None = None, uniform_share: float = 0.2,
-                level: float = 0.9, seed: int = 0) -> pd.DataFrame:
+                level: float = 0.9, seed: int = 0, spread: bool = True) -> pd.DataFrame:
     """The next round of queries to send to human assessors: one row per unlabelled query.
 
     Columns: ``round`` (one more than ``plan``'s last), ``query_id``, ``pi`` (its probability of being drawn),
-    ``selected`` (1 = label it; a Bernoulli(pi) draw with ``seed``), ``predicted_residual`` (its score). The
-    expected number of selected queries is ``budget``. The score is, in order of preference:
+    ``selected`` (1 = label it), ``predicted_residual`` (its score). Exactly ``budget`` queries are selected
+    (fewer when fewer are unlabelled), each with probability exactly ``pi`` (randomised systematic sampling,
+    :func:`rcp_jax.anchored.active.draw_fixed_size`, with ``seed``). The score is, in order of preference:
 
     * with ``uncertainty`` (a per-(system, query) column of the judge's own uncertainty, e.g. the posterior ``sd``
-      of RCP-nDCG): :func:`rcp_jax.anchored.active.uncertainty_scale` of each pair's sd ``sqrt(sd_a^2 + sd_b^2)``,
-      over the pairs still undecided when 4 or more queries are labelled (all pairs otherwise); no labels needed;
-    * without it and with 4 or more labels: the residual-size model of :mod:`rcp_jax.anchored.active`;
+      of RCP-nDCG) or ``spread``: :func:`rcp_jax.anchored.active.judge_signal_scale` of each pair's judge
+      difference (its outlyingness, unless ``spread`` is False) and sd ``sqrt(sd_a^2 + sd_b^2)``, over the pairs
+      still undecided when 4 or more queries are labelled (all pairs otherwise); no labels needed;
+    * with neither and 4 or more labels: the residual-size model of :mod:`rcp_jax.anchored.active`;
     * otherwise: uniform.
 
     Append the rows to the previous plan and pass the whole plan to :func:`anchored_comparison` (a plan's first
@@ -264,19 +267,22 @@ def plan_labels(table: pd.DataFrame, budget: int, *, human: str = "qrel_ndcg", j
     ia, ib = np.triu_indices(s, 1)
     comp = anchored_comparison(table, human=human, judge=judge, plan=plan, level=level) if labelled.sum() >= 4 else None
     undecided = None if comp is None else (comp.pairs["verdict"] == "undecided").to_numpy()
-    if arr.extra is not None:
-        if (arr.extra < 0).any():
-            raise DataError(f"{uncertainty} must be non-negative (an sd)")
+    f = arr.judge[ia] - arr.judge[ib]
+    if arr.extra is not None and (arr.extra < 0).any():
+        raise DataError(f"{uncertainty} must be non-negative (an sd)")
+    if spread:
+        pair_sd = None if arr.extra is None else np.sqrt(arr.extra[ia] ** 2 + arr.extra[ib] ** 2)
+        score = judge_signal_scale(f, pair_sd, undecided)
+    elif arr.extra is not None:
         score = uncertainty_scale(np.sqrt(arr.extra[ia] ** 2 + arr.extra[ib] ** 2), undecided)
     elif comp is not None:
         y = arr.human[ia] - arr.human[ib]
-        f = arr.judge[ia] - arr.judge[ib]
         scale = predicted_residual_scale(y, f)
         score = pooled_scale(scale, comp.pairs["anchored_se"].to_numpy() ** 2, undecided)
     else:
         score = np.ones(len(arr.queries))
     pi = inclusion_probabilities(score, float(budget), eligible, uniform_share=uniform_share)
-    draw = np.random.default_rng(seed).random(len(arr.queries)) < pi
+    draw = draw_fixed_size(np.random.default_rng(seed), pi)
     next_round = 1 if plan is None or plan.empty else int(plan["round"].max()) + 1
     out = pd.DataFrame({"round": next_round, "query_id": arr.queries, "pi": pi, "selected": draw.astype(int),
                         "predicted_residual": score})

@@ -24,6 +24,9 @@ residuals' mean in ratio (Hajek) form)::
     rbar  = sum_D r_i / pi_i / sum_D 1 / pi_i                 (Hajek mean residual of the M = N - |K| drawable)
     theta = mean_i g_i + (sum_K r_i + M rbar) / N
     var   = (M / M_hat)^2 / N^2 sum_D (1 - pi_i) / pi_i^2 (r_i - rbar)^2 * m / (m - p),  M_hat = sum_D 1 / pi_i
+            (human-only, lam = 0; and a round whose line was fitted on earlier labels)
+    var   = sum_D [(c_i - 1/N)^2 + (1 - pi_i) / (pi_i N^2)] e_i^2 (1 - hc_i) / (1 - hc_i - hs_i)^2
+            (the power-tuned line fitted on these labels: see :func:`_line_variance`)
 
 ``(lam, c)`` is the least-squares fit of ``y`` on ``f`` over the drawn queries weighted by ``(1 - pi)/pi^2``, the
 weight of each query's term in ``var`` (the power-tuned lambda: it minimises the estimated variance, so under
@@ -34,15 +37,25 @@ random sample the weights are equal, ``c`` cancels and
 **not** clipped to [0, 1]: RCP-nDCG and qrel-nDCG have different scales, so lambda = 1 has no special
 meaning (a judge that compresses differences wants lambda > 1), and any fixed lambda keeps the estimator
 unbiased. ``m`` is the number of design-drawn labels and ``p`` the parameters fitted (2, or 1 for the
-human-only estimate, ``lam = 0``); ``m / (m - p)`` is the usual degrees-of-freedom correction and the
-interval uses Student's t with ``m - p`` degrees of freedom. With a simple random sample the human-only
-variance is exactly the textbook ``(1 - n/N) S_y^2 / n``. Because the fitted ``lam`` minimises the
-residual sum of squares, the anchored interval is never wider than the human-only one by more than the
-factor ``sqrt((m - 1)/(m - 2)) * t_{m-2} / t_{m-1}`` (about 1.03 at 20 labels, 1.014 at 40) under a simple
-random sample. In a later round (``batch``) the line is fitted on the labels known before the round, so it is
-fixed given them and the round is unbiased; ``p`` is then 1 (the centring). Heavy-tailed residuals (a judge
-far noisier on a few queries) make the t interval somewhat short (benchmarks/anchored_coverage.py measures
-0.86-0.87 at nominal 0.90 in such a scenario); the human-only interval keeps its level there.
+human-only estimate, ``lam = 0``); the interval uses Student's t with ``m - p`` degrees of freedom. With a
+simple random sample the human-only variance is exactly the textbook ``(1 - n/N) S_y^2 / n``.
+
+**Why the anchored variance is not the plug-in one.** The plug-in ``(1 - n/N) S_r^2 / n`` of the residuals of
+the line fitted on the same labels is too small when the judge's errors are heavy-tailed (a judge far noisier,
+or slipping, on a few queries): those queries sit far from the mean of ``f``, pull the line to themselves, and
+their residuals, the largest, come out shrunk by ``1 - h_ii``; and a sample that misses them leaves the line's
+own error ``(lam_hat - lam) * (mean_all f - mean_lab f)`` out of the variance. benchmarks/anchored_coverage.py
+measured 0.857-0.886 coverage and a null-pair rate of 0.105-0.132 at nominal 0.90 / 0.10 with it in the
+heavy-tailed scenarios (2,000 replications). The variance
+used instead is the estimator's own linear weights ``c_i`` in the labels (which carry the line's term) times
+each query's leave-one-out residual (the jackknife/HC3 estimate of its residual variance), plus the unlabelled
+queries' part, with Satterthwaite degrees of freedom (few when a few queries carry the variance). Measured
+(2,000 replications): coverage 0.891-0.915 and null-pair rate <= 0.105 in every scenario; it costs 3.4% of width at
+50 labels (7.7% at 20) where the errors are normal. The price: the anchored interval is no longer never wider than
+the human-only one by construction; with an uninformative judge it is 2.5% wider on average at 50 labels (6.8% at
+20), and much more in a sample holding a query of very high leverage.
+In a later round (``batch``) the line is fitted on the labels known before the round, so it is fixed given them
+and the round is unbiased; ``p`` is then 1 (the centring).
 """
 
 from __future__ import annotations
@@ -121,6 +134,54 @@ def _fit_line(y: np.ndarray, f: np.ndarray, w: np.ndarray, slope: bool) -> tuple
     return lam, ybar - lam * fbar
 
 
+def _line_variance(f, pi, design, known, wfit, centred, *, big_n, big_m, m_hat) -> tuple[np.ndarray, np.ndarray]:
+    """Variance of the power-tuned estimator from its leave-one-out (jackknife) residuals, and its degrees of
+    freedom; float[...] each.
+
+    Given the judge's ``f`` and the labelled set, the estimator is linear in the drawn labels,
+    ``theta = sum_D c_i y_i + (terms fixed by K)``, with ``c_i = u_i + Delta * wfit_i (f_i - fw) / Sxx_w``: ``u_i``
+    the Hajek weight ``M / (N M_hat pi_i)`` and the second part the line's own (``Delta = mean_all f - sum u_i f_i``,
+    how far the labelled queries' weighted mean of ``f`` sits from the benchmark's). Its error against the
+    benchmark mean is ``sum_D (c_i - 1/N) e_i - (1/N) sum_{unlabelled} e_i``, whose variance, with each query's
+    residual variance estimated by its squared leave-one-out residual, is::
+
+        var = sum_D [(c_i - 1/N)^2 + (1 - pi_i) / (pi_i N^2)] * e_i^2 (1 - hc_i) / (1 - hc_i - hs_i)^2
+
+    (the second term the Horvitz-Thompson estimate of the unlabelled queries' part). ``hc_i = wfit_i / sum wfit``
+    and ``hs_i = wfit_i (f_i - fw)^2 / Sxx_w`` are the centring's and the slope's leverage: ``e_i / (1 - hs_i - hc_i)``
+    is the residual of query i under the line fitted without it (HC3, MacKinnon & White 1985; Long & Ervin 2000),
+    and the factor ``1 - hc_i`` gives the centring back the textbook ``n - 1`` divisor, so that with ``Delta = 0``
+    and equal ``f`` leverage the formula is the human-only one. With a simple random sample, ``Delta = 0`` and
+    constant residual variance it is the design-based ``(1 - n/N) S_r^2 / n``. The plain plug-in (residuals of the
+    line fitted on the same queries) under-covers when the judge's errors are heavy-tailed: the few queries far from
+    the mean of ``f`` pull the line to themselves and their residuals, the largest, are shrunk by ``1 - h_ii``.
+
+    Degrees of freedom (Satterthwaite 1946): ``var`` is a sum of terms ``u_i``, each about ``sigma_i^2 chi^2_1``
+    times a constant (variance ``2/3 E[u_i^2]``, estimated by ``2/3 u_i^2``), so ``df = 3 (sum u)^2 / sum u^2``:
+    about the number of labels when the terms are alike, few when a few queries carry the variance (a heavy-tailed
+    judge), where the t quantile then widens. The caller caps it at ``m - 2``.
+    """
+    w = np.where(design, wfit, 0.0)
+    sw = w.sum(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fw = (w * f).sum(-1, keepdims=True) / sw
+        dev = np.where(design, f - fw, 0.0)
+        sxx = (w * dev * dev).sum(-1, keepdims=True)
+        u = np.where(design, (big_m / (big_n * m_hat))[..., None] / pi, 0.0)
+        # the known queries (pi = 1) enter with weight 1/N: the line's term sees the f they leave uncovered
+        delta = (f.mean(-1) - (np.where(known, f, 0.0).sum(-1) / big_n) - (u * f).sum(-1))[..., None]
+        slope_w = np.where(sxx > 0, w * dev / np.where(sxx > 0, sxx, 1.0), 0.0)
+        c = u + delta * slope_w
+        hc = np.where(sw > 0, w / sw, 0.0)
+        hs = np.where(sxx > 0, w * dev * dev / np.where(sxx > 0, sxx, 1.0), 0.0)
+        free = np.clip(1.0 - hc - hs, 1e-3, None)
+        d = (c - 1.0 / big_n) ** 2 + (1.0 - pi) / (pi * big_n**2)
+        terms = np.where(design, d * centred**2 * (1.0 - hc) / free**2, 0.0)
+        var = terms.sum(-1)
+        dof = np.where(var > 0, 3.0 * var**2 / (terms**2).sum(-1), np.inf)
+    return var, dof
+
+
 def _estimate(y, f, pi, *, slope: bool, level: float, target: str, fit_on=None) -> MeanEstimate:
     lab = np.isfinite(y)
     n_lab = lab.sum(-1)
@@ -151,13 +212,18 @@ def _estimate(y, f, pi, *, slope: bool, level: float, target: str, fit_on=None) 
         rbar = np.where(m_hat > 0, np.where(design, resid / pi_safe, 0.0).sum(-1) / m_hat, 0.0)
         estimate = g.mean(-1) + (np.where(known, resid, 0.0).sum(-1) + big_m * rbar) / big_n
         centred = np.where(design, resid - rbar[..., None], 0.0)
-        # the line fitted on these residuals takes p degrees of freedom; fitted on earlier labels (a round), only
-        # the Hajek centring takes one
-        used = p if fit_on is None else 1
-        inflate = (m / np.maximum(m - used, 1))[..., None]
-        terms = np.where(design, (1.0 - pi_safe) / pi_safe**2 * centred**2 * inflate, 0.0)
-        scale = np.where(m_hat > 0, big_m / m_hat, 1.0) ** 2
-        var = terms.sum(-1) * scale / big_n**2
+        if slope and fit_on is None:  # the line fitted on these very residuals: leave-one-out variance
+            var, dof_terms = _line_variance(f, pi_safe, design, known, wfit, centred, big_n=big_n, big_m=big_m,
+                                            m_hat=m_hat)
+            dof = np.where(dof >= 1, np.maximum(np.minimum(dof, dof_terms), 1.0), dof)
+        else:
+            # no line (human-only), or a line fitted on earlier labels (a round): only the Hajek centring takes
+            # a degree of freedom
+            used = p if fit_on is None else 1
+            inflate = (m / np.maximum(m - used, 1))[..., None]
+            terms = np.where(design, (1.0 - pi_safe) / pi_safe**2 * centred**2 * inflate, 0.0)
+            scale = np.where(m_hat > 0, big_m / m_hat, 1.0) ** 2
+            var = terms.sum(-1) * scale / big_n**2
         if target == "superpopulation":
             sw = w.sum(-1)
             ybar = (w * y0).sum(-1) / sw

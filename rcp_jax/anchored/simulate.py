@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rcp_jax.anchored.active import inclusion_probabilities, uncertainty_scale
+from rcp_jax.anchored.active import (draw_fixed_size, inclusion_probabilities, judge_signal_scale,
+                                     uncertainty_scale)
 from rcp_jax.anchored.ppi import anchored_mean, correlation_on_labelled, human_only_mean
 
 #: the default systems: name -> (latent quality, judge bias). A and B are a null pair (equal quality) that the
@@ -131,13 +132,17 @@ class ReplicatedComparison:
 
 
 def replicate(bench: SimulatedBenchmark, rng: np.random.Generator, fraction: float, *, scheme: str = "random",
-              level: float = 0.9, uniform_share: float = 0.2, target: str = "benchmark") -> ReplicatedComparison:
+              level: float = 0.9, uniform_share: float = 0.2, target: str = "benchmark",
+              signals: str = "sd+spread", draw: str = "fixed") -> ReplicatedComparison:
     """Label ``fraction`` of the queries in every replication and estimate every pair's human difference.
 
     ``scheme``: ``random`` (a simple random sample of exactly ``fraction * N`` queries) or ``active`` (one round:
-    each query drawn independently with probability ``pi_i`` from :func:`inclusion_probabilities` of
-    :func:`uncertainty_scale` of the judge's reported sd, so the expected number of labels is the same; the
-    estimators weight the labels by ``1/pi``). ``target``: passed to the estimators; ``truth`` (and ``covered``)
+    each query drawn with probability ``pi_i`` from :func:`inclusion_probabilities` of the predicted residual size,
+    the same number of labels; the estimators weight the labels by ``1/pi``). ``signals`` (active): what predicts
+    the residual size: ``sd+spread`` (default, :func:`judge_signal_scale` of the judge's differences and reported
+    sd), ``spread`` (the differences alone) or ``sd`` (:func:`uncertainty_scale` of the reported sd alone).
+    ``draw`` (active): ``fixed`` (default, :func:`draw_fixed_size`: exactly the budget) or ``poisson``
+    (independent draws: the budget in expectation). ``target``: passed to the estimators; ``truth`` (and ``covered``)
     stay the benchmark mean.
     """
     y_all = bench.differences(bench.human)
@@ -154,9 +159,16 @@ def replicate(bench: SimulatedBenchmark, rng: np.random.Generator, fraction: flo
     elif scheme == "active":
         sd = bench.judge_sd
         pair_sd = np.sqrt(sd[:, [a for a, _ in bench.pairs]] ** 2 + sd[:, [b for _, b in bench.pairs]] ** 2)
-        score = uncertainty_scale(pair_sd)
+        if signals == "sd":
+            score = uncertainty_scale(pair_sd)
+        elif signals == "spread":
+            score = judge_signal_scale(f)
+        elif signals == "sd+spread":
+            score = judge_signal_scale(f, pair_sd)
+        else:
+            raise ValueError(f"unknown signals {signals!r}")
         pi = inclusion_probabilities(score, budget, np.ones((r, n), bool), uniform_share=uniform_share)
-        drawn = rng.random((r, n)) < pi
+        drawn = draw_fixed_size(rng, pi) if draw == "fixed" else rng.random((r, n)) < pi
         y = np.where(drawn[:, None, :], y_all, np.nan)
         anchored = anchored_mean(y, f, pi[:, None, :], level=level, target=target)
         human = human_only_mean(y, pi[:, None, :], level=level, target=target)

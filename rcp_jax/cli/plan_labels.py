@@ -8,14 +8,14 @@ from pathlib import Path
 from rcp_jax.errors import DataError
 
 NAME = "plan-labels"
-HELP = ("choose the next queries to label (probabilities follow the judge's own per-query uncertainty, e.g. the "
-        "posterior sd, or the residuals predicted from the labels so far) and write the plan, with each query's "
+HELP = ("choose the next queries to label (probabilities follow where the judge is likely to miss: its own "
+        "per-query uncertainty, e.g. the posterior sd, and how far its differences sit in the tails) and write the plan, with each query's "
         "probability, that `rcp-jax anchor --plan` reads back")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("per_query", help="per-query table (per_query.csv of `rcp-jax evaluate --out`) with the labels so far")
-    p.add_argument("--budget", type=int, required=True, help="expected number of queries to label in this round")
+    p.add_argument("--budget", type=int, required=True, help="number of queries to label in this round")
     p.add_argument("--out", type=Path, required=True, help="plan CSV to write; when it exists, its earlier rounds are "
                    "kept and this round is appended")
     p.add_argument("--human", default="qrel_ndcg", help="column of the human metric (default qrel_ndcg)")
@@ -25,6 +25,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "of the per-query table, or a file with system, query_id and an sd column (the "
                         "posterior_per_query.csv of `rcp-jax evaluate --posterior`); 'none' to ignore it "
                         "(default auto: the table's sd column when it has one)")
+    p.add_argument("--no-spread", dest="spread", action="store_false",
+                   help="do not use how far each query's judge difference sits from the pair's typical one (by "
+                        "default it predicts, with the uncertainty, where the judge misses: a slip or a far noisier "
+                        "judgement puts a query in the tails)")
     p.add_argument("--uniform-share", type=float, default=0.2, help="share of the budget spread uniformly, which keeps "
                    "every probability away from 0 (default 0.2)")
     p.add_argument("--level", type=float, default=0.9, help="interval level deciding which pairs are undecided "
@@ -62,7 +66,12 @@ def uncertainty_column(table, choice: str):
     return merged, "judge_sd_"
 
 
-def uncertainty_note(uncertainty, rows) -> str:
+def uncertainty_note(uncertainty, rows, spread: bool = False) -> str:
+    if spread:
+        what = "how far each query's judge difference sits from the pair's typical one"
+        if uncertainty is not None:
+            what = f"the judge's uncertainty ({uncertainty}) and " + what
+        return what + ", mixed with a uniform share"
     if uncertainty is not None:
         return f"the judge's uncertainty ({uncertainty}), mixed with a uniform share"
     if rows["pi"].nunique() > 1:
@@ -82,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     previous = read_table(args.out, "labelling plan") if args.out.exists() else None
     try:
         rows = plan_labels(table, args.budget, human=args.human, judge=args.judge, plan=previous,
-                           uncertainty=uncertainty, uniform_share=args.uniform_share, level=args.level, seed=args.seed)
+                           uncertainty=uncertainty, uniform_share=args.uniform_share, level=args.level, seed=args.seed,
+                           spread=args.spread)
     except DataError as err:
         raise DataError(f"{args.per_query}: {err}") from None
     plan = rows if previous is None else pd.concat([previous, rows], ignore_index=True)
@@ -91,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
     chosen = rows.loc[rows["selected"] == 1, "query_id"].tolist()
     rnd = int(rows["round"].iloc[0])
     text = "\n".join([
-        f"probabilities from: {uncertainty_note(args.uncertainty if uncertainty == 'judge_sd_' else uncertainty, rows)}",
-        f"round {rnd}: {len(chosen)} queries to label (expected {rows['pi'].sum():.1f} of {len(rows)} unlabelled), "
+        f"probabilities from: {uncertainty_note(args.uncertainty if uncertainty == 'judge_sd_' else uncertainty, rows, args.spread)}",
+        f"round {rnd}: {len(chosen)} queries to label (of {len(rows)} unlabelled), "
         f"plan written to {args.out}",
         "label every selected query (a skipped one biases the estimate), then run: "
         f"rcp-jax anchor PER_QUERY --plan {args.out}",

@@ -75,7 +75,11 @@ def test_plan_labels_reads_the_uncertainty_column_or_a_posterior_file(cli, tmp_p
     assert res.returncode == 0, res.stderr
     assert np.allclose(pd.read_csv(tmp_path / "plan2.csv")["pi"], plan["pi"])
     res = cli("plan-labels", str(path), "--budget", "12", "--out", str(tmp_path / "plan3.csv"))
-    assert res.returncode == 0 and "uniform" in res.stdout
+    assert res.returncode == 0 and "the pair's typical one" in res.stdout and "uncertainty" not in res.stdout
+    res = cli("plan-labels", str(path), "--budget", "12", "--out", str(tmp_path / "plan5.csv"), "--no-spread")
+    assert res.returncode == 0 and "uniform (no uncertainty column" in res.stdout
+    assert pd.read_csv(tmp_path / "plan5.csv")["pi"].nunique() == 1
+    assert pd.read_csv(tmp_path / "plan5.csv")["selected"].sum() == 12  # exactly the budget
     res = cli("plan-labels", str(path), "--budget", "12", "--out", str(tmp_path / "plan4.csv"), "--uncertainty", "nope")
     assert res.returncode == 2 and "neither a column" in res.stderr
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from rcp_jax.anchored.simulate import replicate, simulate_benchmark
+from rcp_jax.anchored.ppi import anchored_mean
+from rcp_jax.anchored.simulate import random_labels, replicate, simulate_benchmark
 
 R = 400
 SE = np.sqrt(0.9 * 0.1 / R)
@@ -54,7 +56,10 @@ def test_anchored_interval_is_never_much_wider_when_the_judge_is_uninformative(u
     rc = replicate(uncorrelated, np.random.default_rng(5), 0.25)
     assert abs(np.nanmean(rc.correlation)) < 0.05
     ratio = rc.anchored_width / rc.human_width
-    assert np.nanmax(ratio) <= 1.05  # by construction (see rcp_jax.anchored.ppi): holds in every replication
+    # on average at most 5% wider (measured 1.024): the price of estimating lambda from 50 labels, which the
+    # leave-one-out variance counts (a replication whose labels hold a query of high leverage pays more)
+    assert np.nanmean(ratio) <= 1.05
+    assert np.nanmedian(ratio) <= 1.03
     assert BAND[0] <= rc.anchored_covered.mean() <= BAND[1]
 
 
@@ -90,14 +95,44 @@ def test_active_selection_keeps_coverage_and_spends_the_expected_budget(correlat
         assert abs(rc.labels.mean() - 200 * fraction) < 1.5
 
 
-def test_active_selection_is_narrower_than_random_when_the_uncertainty_is_informative(informative):
-    random = replicate(informative, np.random.default_rng(8), 0.25)
-    active = replicate(informative, np.random.default_rng(9), 0.25, scheme="active")
+@pytest.mark.parametrize("fraction", [0.10, 0.25])
+def test_active_selection_is_narrower_than_random_when_the_uncertainty_is_informative(informative, fraction):
+    random = replicate(informative, np.random.default_rng(8), fraction)
+    active = replicate(informative, np.random.default_rng(9), fraction, scheme="active")
+    assert (active.labels == random.labels).all()  # the same number of labels in every replication
     w0 = np.nanmean(random.anchored_width, 1)  # per replication, over the 6 pairs
     w1 = np.nanmean(active.anchored_width, 1)
     ratio = w1.mean() / w0.mean()
-    # Monte Carlo SE of a ratio of means over the same R benchmarks (delta method); measured about 0.008 at
-    # R = 400, the ratio about 0.95 (0.944 over 1000 replications in benchmarks/anchored_coverage.py)
+    # Monte Carlo SE of a ratio of means over the same R benchmarks (delta method); measured about 0.01 at
+    # R = 400 (the ratio over 2000 replications in benchmarks/anchored_coverage.py: see RESULTS.md)
     se = (w1 - ratio * w0).std(ddof=1) / np.sqrt(R) / w0.mean()
     assert ratio + 3 * se < 1.0, (ratio, se)
     assert (active.anchored_estimate - active.truth).std() < (random.anchored_estimate - random.truth).std()
+
+
+@pytest.fixture(scope="module")
+def heavy_tailed():
+    # the judge's noise sd varies by a log-normal factor of sd 1.5 between queries: its errors are heavy-tailed
+    return simulate_benchmark(np.random.default_rng(31), replications=R, queries=200, skill=1.5, heterogeneity=1.5,
+                              assessor_noise=0.2)
+
+
+@pytest.mark.parametrize("fraction", [0.10, 0.25])
+def test_heavy_tailed_judge_errors_keep_coverage_and_the_null_rate(heavy_tailed, fraction):
+    rc = replicate(heavy_tailed, np.random.default_rng(32), fraction)
+    assert BAND[0] <= rc.anchored_covered.mean() <= BAND[1]
+    sp = replicate(heavy_tailed, np.random.default_rng(32), fraction, target="superpopulation")
+    assert sp.anchored_called[:, 0].mean() <= 0.10 + 2.5 * SE
+    # the plug-in variance (residuals of the line fitted on the same labels, (1 - n/N) S_r^2 / n with n - 2 df)
+    # is too small here: the queries far from the mean of f pull the line to themselves
+    y_all = heavy_tailed.differences(heavy_tailed.human)
+    f = heavy_tailed.differences(heavy_tailed.judge)
+    n, big_n = round(fraction * 200), 200
+    lab = random_labels(np.random.default_rng(33), (R, big_n), n)[:, None, :]
+    est = anchored_mean(np.where(lab, y_all, np.nan), f)
+    resid = np.where(lab, y_all - est.lam[..., None] * f, np.nan)
+    plug_in = np.sqrt((1 - n / big_n) * np.nanvar(resid, -1, ddof=2) / n)
+    err = np.abs(est.estimate - y_all.mean(-1))
+    q = stats.t.ppf(0.95, n - 2)
+    assert (err <= q * plug_in).mean() < (err <= q * est.se).mean() - 0.015
+    assert np.mean(plug_in) < 0.92 * np.mean(est.se)

@@ -31,18 +31,43 @@ def test_human_only_is_the_textbook_finite_population_t_interval():
     assert (est.low, est.high) == pytest.approx((low, high))
 
 
+def _ppi_plus_plus(y_lab, f_lab, f_all):
+    lam, _ = np.polyfit(f_lab, y_lab, 1)
+    return lam * f_all.mean() + (y_lab - lam * f_lab).mean(), lam
+
+
 def test_anchored_is_ppi_plus_plus_with_the_least_squares_lambda():
     y_all, f, lab = _sample()
     est = anchored_mean(np.where(lab, y_all, np.nan), f, level=0.9)
-    lam, _ = np.polyfit(f[lab], y_all[lab], 1)
-    theta = lam * f.mean() + (y_all[lab] - lam * f[lab]).mean()
-    n, big_n = lab.sum(), lab.size
-    resid = y_all[lab] - lam * f[lab]
-    se = np.sqrt((1 - n / big_n) * resid.var(ddof=2) / n)
+    theta, lam = _ppi_plus_plus(y_all[lab], f[lab], f)
     assert est.lam == pytest.approx(lam)
     assert est.estimate == pytest.approx(theta)
-    assert est.se == pytest.approx(se)
-    assert est.high - est.estimate == pytest.approx(stats.t.ppf(0.95, n - 2) * se)
+
+
+def test_anchored_variance_is_the_leave_one_out_one_of_the_estimator_s_linear_weights():
+    """The se from independent pieces: each label's weight in the estimate (finite differences of PPI++ written
+    here), each query's residual under the line fitted without it (np.polyfit), the centring's n - 1 divisor."""
+    y_all, f, lab = _sample()
+    est = anchored_mean(np.where(lab, y_all, np.nan), f, level=0.9)
+    y, fl, n, big_n = y_all[lab], f[lab], lab.sum(), lab.size
+    theta, _ = _ppi_plus_plus(y, fl, f)
+    weights = np.array([(_ppi_plus_plus(y + 1e-3 * np.eye(n)[i], fl, f)[0] - theta) / 1e-3 for i in range(n)])
+    loo = np.array([y[i] - np.polyval(np.polyfit(np.delete(fl, i), np.delete(y, i), 1), fl[i]) for i in range(n)])
+    pi = n / big_n
+    terms = ((weights - 1 / big_n) ** 2 + (1 - pi) / (pi * big_n**2)) * loo**2 * (1 - 1 / n)
+    assert est.se == pytest.approx(np.sqrt(terms.sum()), rel=1e-6)
+    # Satterthwaite degrees of freedom of a sum of chi^2_1-like terms, capped at n - 2
+    df = min(n - 2, 3 * terms.sum() ** 2 / (terms**2).sum())
+    assert est.df == pytest.approx(df, rel=1e-6)
+    assert est.high - est.estimate == pytest.approx(stats.t.ppf(0.95, df) * est.se)
+    # one query carrying most of the variance: few degrees of freedom, a wider t quantile
+    y_out = y_all.copy()
+    y_out[np.flatnonzero(lab)[0]] += 5.0
+    assert float(anchored_mean(np.where(lab, y_out, np.nan), f).df) < 6 < n - 2
+    # with the judge's f balanced (labelled mean = benchmark mean) and equal leverage it is the design-based
+    # (1 - n/N) S_r^2 / n up to the leave-one-out factor, which is above 1
+    resid = y - np.polyval(np.polyfit(fl, y, 1), fl)
+    assert est.se > np.sqrt((1 - pi) * resid.var(ddof=2) / n) * 0.9
 
 
 def test_every_query_labelled_gives_the_exact_benchmark_mean():
