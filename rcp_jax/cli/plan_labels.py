@@ -26,9 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "posterior_per_query.csv of `rcp-jax evaluate --posterior`); 'none' to ignore it "
                         "(default auto: the table's sd column when it has one)")
     p.add_argument("--no-spread", dest="spread", action="store_false",
-                   help="do not use how far each query's judge difference sits from the pair's typical one (by "
-                        "default it predicts, with the uncertainty, where the judge misses: a slip or a far noisier "
-                        "judgement puts a query in the tails)")
+                   help="do not use how far each query's judge difference sits from the pair's typical one; "
+                        "without this flag it is used (with the uncertainty it predicts where the judge misses: a "
+                        "slip or a far noisier judgement puts a query in the tails)")
     p.add_argument("--uniform-share", type=float, default=0.2, help="share of the budget spread uniformly, which keeps "
                    "every probability away from 0 (default 0.2)")
     p.add_argument("--level", type=float, default=0.9, help="interval level deciding which pairs are undecided "
