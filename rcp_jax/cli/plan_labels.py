@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "of the per-query table, or a file with system, query_id and an sd column (the "
                         "posterior_per_query.csv of `rcp-jax evaluate --posterior`); 'none' to ignore it "
                         "(default auto: the table's sd column when it has one)")
-    p.add_argument("--no-spread", dest="spread", action="store_false",
+    p.add_argument("--no-spread", action="store_true",
                    help="do not use how far each query's judge difference sits from the pair's typical one; "
                         "without this flag it is used (with the uncertainty it predicts where the judge misses: a "
                         "slip or a far noisier judgement puts a query in the tails)")
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = plan_labels(table, args.budget, human=args.human, judge=args.judge, plan=previous,
                            uncertainty=uncertainty, uniform_share=args.uniform_share, level=args.level, seed=args.seed,
-                           spread=args.spread)
+                           spread=not args.no_spread)
     except DataError as err:
         raise DataError(f"{args.per_query}: {err}") from None
     plan = rows if previous is None else pd.concat([previous, rows], ignore_index=True)
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     chosen = rows.loc[rows["selected"] == 1, "query_id"].tolist()
     rnd = int(rows["round"].iloc[0])
     text = "\n".join([
-        f"probabilities from: {uncertainty_note(args.uncertainty if uncertainty == 'judge_sd_' else uncertainty, rows, args.spread)}",
+        f"probabilities from: {uncertainty_note(args.uncertainty if uncertainty == 'judge_sd_' else uncertainty, rows, not args.no_spread)}",
         f"round {rnd}: {len(chosen)} queries to label (of {len(rows)} unlabelled), "
         f"plan written to {args.out}",
         "label every selected query (a skipped one biases the estimate), then run: "
