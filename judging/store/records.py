@@ -263,6 +263,9 @@ class Judgement:
         ``{"attempt": 2, "seed": 1, "temperature": 0.2, "repair": "schema: doc_3 missing"}`` (see
         :meth:`judging.LiteLLMJudge.reask_settings`); ``None`` on first attempts and for judges that vary
         nothing (then not written, so those records keep their exact stored form). Not part of the record id.
+    batch : the id of the batch (provider batch API or offline batch file) this answer came from; ``None`` for
+        answers of online calls (then not written, so those records keep their exact stored form). Ingesting a
+        batch twice stores nothing twice: a record of that batch id is never appended again.
     """
 
     record_id: str
@@ -284,6 +287,7 @@ class Judgement:
     better: str | None = None
     flags: tuple[str, ...] = ()
     reask: Mapping[str, Any] | None = None
+    batch: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         crit = None
@@ -313,6 +317,8 @@ class Judgement:
             out["flags"] = list(self.flags)
         if self.reask:
             out["reask"] = dict(self.reask)
+        if self.batch:
+            out["batch"] = self.batch
         return out
 
     @classmethod
@@ -344,6 +350,7 @@ class Judgement:
             better=data.get("better"),
             flags=tuple(data.get("flags") or ()),
             reask=dict(data["reask"]) if data.get("reask") else None,
+            batch=data.get("batch") or None,
         )
 
 
