@@ -25,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from rcp_jax.cli._budget import add_budget_options
 
     add_budget_options(p)
+    from rcp_jax.cli._batch import add_batch_options
+
+    add_batch_options(p)
 
 
 def _estimate(args, collection, judge) -> int:
@@ -81,7 +84,11 @@ def run(args) -> int:
     if args.estimate:
         return _estimate(args, collection, judge)
     quiet = args.quiet or args.json
-    for note in getattr(args, "judge_notes", []) + _context_notes(args, collection, judge):
+    from rcp_jax.cli._batch import batch_backend, sequential_batches
+
+    batches = batch_backend(args, judge)
+    n_batches, batch_line = sequential_batches(collection.pools) if batches is not None else (0, "")
+    for note in getattr(args, "judge_notes", []) + _context_notes(args, collection, judge) + ([batch_line] if batch_line else []):
         stderr(f"note: {note}")
     if args.budget is not None or args.runs:
         from rcp_jax.cli._budget import run_budgeted
@@ -95,8 +102,16 @@ def run(args) -> int:
         window_scores, answers, bt, calls = judge_collection_sync(
             collection, judge=judge, store=args.store, seed=args.seed, concurrency=args.concurrency,
             progress=not quiet, log=None if quiet else stderr, dataset_from_store=args.name is None,
+            batches=batches, batch_poll=args.batch_poll, batch_wait=args.batch_wait,
         )
     except Exception as exc:
+        from rcp_jax.judging import BatchPending
+
+        if isinstance(exc, BatchPending):  # --batch-wait: stopped while a batch waits; the same command resumes
+            payload = {"pending": True, "message": str(exc), "command": exc.command or None, "store": str(args.store),
+                       "sequential_batches": n_batches}
+            emit(args, payload, str(exc) + (f"\n{exc.command}" if exc.command else ""))
+            return 0
         raise _with_invalid_summary(exc, args.store) from None
     if args.out:
         atomic_write_csv(args.out / "window_scores.csv", window_scores)
@@ -109,6 +124,8 @@ def run(args) -> int:
     payload = {"calls": calls, "tournament_windows": window_count(window_scores),
                "rubric_windows": window_count(answers), "rubric_placements": len(answers), **usage,
                "store": str(args.store), "model": judge_name, "notes": notes, "invalid_answers": invalid.to_dict()}
+    if batches is not None:
+        payload["sequential_batches"] = n_batches
     lines = [f"judged {len(collection.pools)} queries with {judge_name}: {calls} calls this run; "
              f"store {args.store} (run the same command again to resume; next: rcp-jax fit --store {args.store})",
              usage_line]
