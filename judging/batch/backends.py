@@ -21,6 +21,7 @@ import logging
 import os
 import shlex
 import shutil
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,10 +130,13 @@ class ProviderBatches(BatchBackend):
     provider : litellm's ``custom_llm_provider`` (``"openai"``, ``"azure"``, ``"hosted_vllm"``, ...).
     api_base, api_key : the endpoint and key (``None``: the provider's default and environment variable).
     timeout : seconds per API request.
+    retries, backoff_base, backoff_max : transient failures (429, 5xx, no connection) of every request but the one
+        creating a batch are retried this often, waiting ``min(backoff_max, backoff_base * 2**n)`` seconds.
     """
 
     def __init__(self, provider: str = "openai", *, api_base: str | None = None, api_key: str | None = None,
-                 timeout: float = 600.0) -> None:
+                 timeout: float = 600.0, retries: int = 5, backoff_base: float = 1.0, backoff_max: float = 60.0) -> None:
+        self.retries, self.backoff_base, self.backoff_max = int(retries), float(backoff_base), float(backoff_max)
         self.provider = provider
         self.label = f"{provider} batch API" + (f" at {api_base}" if api_base else "")
         self._conn = {k: v for k, v in (("api_base", api_base), ("api_key", api_key)) if v is not None}
@@ -154,15 +158,30 @@ class ProviderBatches(BatchBackend):
         litellm.suppress_debug_info = True
         return litellm
 
-    def _call(self, what: str, fn: Any, **kw: Any) -> Any:
-        try:
-            return fn(custom_llm_provider=self.provider, timeout=self.timeout, **self._conn, **kw)
-        except Exception as exc:  # noqa: BLE001 - every provider error becomes one message naming the step
-            text = str(getattr(exc, "message", "") or exc)
-            if self._conn.get("api_key"):
-                text = text.replace(self._conn["api_key"], "[redacted]")
-            raise BatchError(f"{self.label}: {what} failed ({type(exc).__name__}: {text[:300]}). Nothing was "
-                             "lost: run the same command again to resume") from None
+    def _call(self, what: str, fn: Any, *, retry: bool = True, **kw: Any) -> Any:
+        """``fn(...)`` with the provider, endpoint and key; transient failures (429, 5xx, no connection) retried up
+        to :attr:`retries` times with backoff when ``retry`` (never for creating a batch: the SDK's own retries are
+        off, so a lost answer is found by its key instead of creating a second batch)."""
+        tries = 0
+        while True:
+            try:
+                return fn(custom_llm_provider=self.provider, timeout=self.timeout, max_retries=0, **self._conn, **kw)
+            except Exception as exc:  # noqa: BLE001 - every provider error becomes one message naming the step
+                status = getattr(exc, "status_code", None)
+                transient = status in (408, 409, 425, 429) or (isinstance(status, int) and status >= 500) or (
+                    status is None and "connect" in str(exc).lower())
+                if retry and transient and tries < self.retries:
+                    delay = min(self.backoff_max, self.backoff_base * 2.0**tries)
+                    log.warning("%s: %s failed (%s, HTTP %s); retry %d/%d in %.1f s", self.label, what,
+                                type(exc).__name__, status, tries + 1, self.retries, delay)
+                    tries += 1
+                    time.sleep(delay)
+                    continue
+                text = str(getattr(exc, "message", "") or exc)
+                if self._conn.get("api_key"):
+                    text = text.replace(self._conn["api_key"], "[redacted]")
+                raise BatchError(f"{self.label}: {what} failed ({type(exc).__name__}, HTTP {status}: {text[:300]}). "
+                                 "Nothing was lost: run the same command again to resume") from None
 
     def upload(self, path: Path, name: str) -> str:
         with open(path, "rb") as fh:
@@ -173,7 +192,7 @@ class ProviderBatches(BatchBackend):
     def create(self, file_id: str, name: str, key: str) -> str:
         obj = self._call(f"creating the batch of {name}", self._litellm().create_batch, completion_window="24h",
                          endpoint="/v1/chat/completions", input_file_id=file_id,
-                         metadata={KEY_FIELD: key, "rcp_jax_phase": name})
+                         metadata={KEY_FIELD: key, "rcp_jax_phase": name}, retry=False)
         return str(_get(obj, "id"))
 
     def find(self, key: str) -> str | None:

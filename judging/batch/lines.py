@@ -122,6 +122,8 @@ def read_result(raw: bytes | str, price: Callable[[int, int], float | None] | No
     response = obj.get("response")
     if response is not None and not isinstance(response, Mapping):
         return Result(cid, malformed="'response' is not an object")
+    if response is None and not obj.get("error"):
+        return Result(cid, malformed="neither a response nor an error")
     status = response.get("status_code") if response is not None else None
     body = response.get("body") if response is not None else None
     if response is None or status != 200:

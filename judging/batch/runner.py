@@ -346,7 +346,16 @@ class _BatchRun:
         file_id = await asyncio.to_thread(self.backend.upload, path, name)
         self.journal.write("uploaded", key, file_id=file_id)
         batch.file_id = file_id
-        batch_id = await asyncio.to_thread(self.backend.create, file_id, name, key)
+        try:
+            batch_id = await asyncio.to_thread(self.backend.create, file_id, name, key)
+        except BatchError:
+            # the answer may be lost while the batch exists: look for it by its key before giving up
+            found = await asyncio.to_thread(self.backend.find, key)
+            if found is None:
+                raise  # the intent stays open: the next run looks for it again before creating anything
+            log.warning("%s: creating the batch reported a failure, but the server holds batch %s with its key; "
+                        "using it", self.phase, found)
+            batch_id = found
         self.journal.write("created", key, batch_id=batch_id)
         self.created_at[key] = _now()
         batch.batch_id = batch_id
