@@ -21,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from datetime import UTC, datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 

@@ -35,7 +35,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rcp_jax.judging.batch.backends import BatchBackend, BatchError, BatchPending, BatchStatus
+from rcp_jax.judging.batch.backends import (
+    BatchBackend,
+    BatchError,
+    BatchPending,
+    BatchStatus,
+)
 from rcp_jax.judging.batch.ingest import IngestReport, Planned, ingest_results
 from rcp_jax.judging.batch.journal import BatchJournal, JournalBatch, batch_key
 from rcp_jax.judging.batch.lines import request_line
@@ -43,7 +48,13 @@ from rcp_jax.judging.errors import JudgeInputError
 from rcp_jax.judging.judge import BaseJudge, JudgeRequest
 from rcp_jax.judging.lookup import PerQuery, check_window_inputs
 from rcp_jax.judging.prompts.pages import check_window_images, stamp_images
-from rcp_jax.judging.run import DEFAULT_MAX_ATTEMPTS, DEFAULT_STOP_AFTER_INVALID, invalid_verdict, last_invalid_answers, policy
+from rcp_jax.judging.run import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_STOP_AFTER_INVALID,
+    invalid_verdict,
+    last_invalid_answers,
+    policy,
+)
 from rcp_jax.judging.store.jsonl import JudgementStore
 from rcp_jax.judging.store.records import JudgeFamily, Judgement, Window, record_id
 from rcp_jax.judging.transport.loop import run as run_interruptible
@@ -328,18 +339,8 @@ class _BatchRun:
         previous = self._previous(todo)
         attempts = [(rid, self.st.attempts(self.keyed[rid].stage, rid) + 1) for rid in todo]
         key = batch_key(self.st.folder, self.phase, round_, attempts)
-        self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"{key}.requests.jsonl"
-        tmp = path.with_name(f".{path.name}.tmp")
-        plan: dict[str, Planned] = {}
-        with open(tmp, "wb") as fh:
-            for rid in todo:
-                item, body = self._planned(rid, previous.get(rid))
-                plan[rid] = item
-                fh.write(request_line(rid, body))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        plan = await asyncio.to_thread(self._write_requests, path, todo, previous)
         self.journal.write("intent", key, phase=self.phase, round=round_, n=len(todo), ids=todo)
         batch = JournalBatch(key=key, phase=self.phase, round=round_, ids=tuple(todo))
         name = self._name(round_)
@@ -361,6 +362,22 @@ class _BatchRun:
         batch.batch_id = batch_id
         log.info("%s: batch %s of %d request(s) created (%s)", self.phase, batch_id, len(todo), self.backend.label)
         await self._finish(batch, plan, resumed=False)
+
+    def _write_requests(self, path: Path, todo: list[str], previous: Mapping[str, tuple[str, str]]
+                        ) -> dict[str, Planned]:
+        """Write the request lines of ``todo`` to ``path`` (atomically, fsynced); return their plan items."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        plan: dict[str, Planned] = {}
+        with open(tmp, "wb") as fh:
+            for rid in todo:
+                item, body = self._planned(rid, previous.get(rid))
+                plan[rid] = item
+                fh.write(request_line(rid, body))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return plan
 
     def _name(self, round_: int) -> str:
         return self.phase if round_ == 1 else f"{self.phase}.r{round_}"

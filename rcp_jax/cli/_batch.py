@@ -74,6 +74,7 @@ def sequential_batches(pools) -> tuple[int, str]:
         steps = max((len(S.schedule_counts(len(d)).round3_batches) for d in pools.values()), default=0)
     n = 2 + steps + 2
     line = (f"batch mode: the protocol asks {n} batches one after another (round 1, round 2, {steps} adaptive round-3 "
-            "steps, the 2 rubric halves), each across all queries, plus one more in a phase for each round of "
+            f"step{'s' if steps != 1 else ''}, the 2 rubric halves), each across all queries, plus one more in a phase "
+            "for each round of "
             "re-asks; each waits for its batch (providers promise 24 h, most finish far sooner)")
     return n, line

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from rcp_jax.judging.batch.backends import BatchBackend, BatchStatus
 from rcp_jax.judging.transport.client import REPAIR_MARKER
+
+from benchmarks.fixtures.fake_server import FakeOpenAIServer
 
 
 @dataclass

@@ -10,7 +10,6 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from benchmarks.fixtures.fake_batches import BatchFault, FakeBatchServer  # noqa: E402
 from rcp_jax.judging import (  # noqa: E402
     BatchPending,
     LiteLLMJudge,
@@ -23,6 +22,8 @@ from rcp_jax.judging import (  # noqa: E402
     synthetic_dataset,
 )
 from rcp_jax.judging.batch.journal import BatchJournal  # noqa: E402
+
+from benchmarks.fixtures.fake_batches import BatchFault, FakeBatchServer  # noqa: E402
 
 MODEL = "openai/fake-judge"
 KEY = "sk-test-batches"

@@ -8,8 +8,6 @@ import logging
 from collections import Counter
 
 import pytest
-
-from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from rcp_jax.judging import (
     JudgementStore,
     LiteLLMJudge,
@@ -22,6 +20,8 @@ from rcp_jax.judging import (
 )
 from rcp_jax.judging.batch.backends import BatchPending
 from rcp_jax.judging.batch.journal import BatchJournal
+
+from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from tests.helpers.memory_batches import MemoryBatches
 
 MODEL = "openai/fake-judge"
