@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rcp_jax.judging.batch.lines import read_result
+from rcp_jax.judging.judge import Ledger
 from rcp_jax.judging.prompts.render import RenderedWindow
 from rcp_jax.judging.run import judgement_from_completion
 from rcp_jax.judging.store.jsonl import JudgementStore
@@ -121,6 +122,7 @@ def ingest_results(
     resumed: bool = False,
     price: Callable[[int, int], float | None] | None = None,
     chunk: int = DEFAULT_CHUNK,
+    ledger: Ledger | None = None,
 ) -> IngestReport:
     """Store the answers in the results file ``path`` of batch ``batch_id`` (module docstring).
 
@@ -131,6 +133,7 @@ def ingest_results(
     started_at : the records' ``started_at`` (when the batch was created).
     resumed : an earlier ingest of this batch may have stored part of it: skip what it stored.
     price : ``price(prompt_tokens, completion_tokens)`` in USD, or ``None`` (unknown).
+    ledger : the judge's :class:`rcp_jax.judging.judge.Ledger`, given each stored answer's usage (as online calls do).
     """
     report = IngestReport()
     already = stored_from_batch(store, batch_id) if resumed else set()
@@ -169,6 +172,8 @@ def ingest_results(
                 texts=item.texts, attempt=item.attempt, started_at=started_at, finished_at=finished, batch=batch_id,
             )
             buffer.append(j)
+            if ledger is not None:
+                ledger.add(j.usage)
             if j.valid:
                 report.valid += 1
             else:

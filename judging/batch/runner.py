@@ -428,7 +428,8 @@ class _BatchRun:
         self.journal.write("ingesting", batch.key, batch_id=status.batch_id)
         started = self._created_at(batch) or _now()
         report = await asyncio.to_thread(ingest_results, results, plan, store=self.st, batch_id=status.batch_id,
-                                          started_at=started, resumed=resumed, price=self.price)
+                                          started_at=started, resumed=resumed, price=self.price,
+                                          ledger=getattr(self.judge, "ledger", None))
         planned_here = set(plan)
         unknown = [rid for rid in batch.ids if rid not in planned_here]
         missing = len(planned_here - report.answered)

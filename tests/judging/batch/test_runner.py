@@ -218,3 +218,58 @@ def test_old_records_read_the_same(data, tmp_path):
         assert "batch" not in json.loads(line)
     with JudgementStore(tmp_path / "s"):
         pass
+
+
+def answer_files(folder, server, answered: Counter, keep=lambda i: True) -> None:
+    """Play the offline engine: answer every request file of ``folder`` that has no output yet (lines ``keep``s)."""
+    from tests.helpers.memory_batches import window_key
+
+    for requests in sorted(folder.glob("*.requests.jsonl")):
+        output = requests.with_name(requests.name.replace(".requests.", ".output."))
+        if output.exists():
+            continue
+        lines = []
+        for i, raw in enumerate(requests.read_text().splitlines()):
+            if not keep(i):
+                continue
+            line = json.loads(raw)
+            key, content = window_key(line["body"])
+            answered[key] += 1
+            text, finish = server.answer_prompt(content, attempt=answered[key])
+            body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": len(content) // 4, "completion_tokens": len(text) // 4}}
+            lines.append(json.dumps({"custom_id": line["custom_id"], "response": {"status_code": 200, "body": body},
+                                     "error": None}))
+        output.write_text("".join(f"{x}\n" for x in lines))
+
+
+def test_batch_files_partial_output_with_a_done_marker(data, tmp_path):
+    """Offline files: wait 0 names the vllm command; an output missing lines counts once DIR/<name>.done exists, and
+    the missing windows go into <name>.r2; the same call again resumes each time."""
+    from rcp_jax.judging import FileBatches
+
+    folder, store = tmp_path / "files", tmp_path / "store"
+    engine, answered = fake(data), Counter()
+    files = FileBatches(folder, model="fake-judge")
+    with pytest.raises(BatchPending) as pending:
+        batch(data, store, files, wait_seconds=0, phase="round1")
+    assert pending.value.command == (f"vllm run-batch -i {folder}/round1.requests.jsonl -o "
+                                     f"{folder}/round1.output.jsonl --model fake-judge")
+    answer_files(folder, engine, answered, keep=lambda i: i % 3 != 0)  # a third of the lines never written
+    with pytest.raises(BatchPending):  # not complete: lines missing and no .done marker
+        batch(data, store, files, wait_seconds=0, phase="round1")
+    (folder / "round1.done").touch()
+    with pytest.raises(BatchPending) as pending:  # ingested; the missing third asked in round1.r2
+        batch(data, store, files, wait_seconds=0, phase="round1")
+    assert "round1.r2.requests.jsonl" in pending.value.command
+    answer_files(folder, engine, answered)
+    got = batch(data, store, files, wait_seconds=0, phase="round1")
+    assert len(got) == len(data[3])
+    assert len((folder / "round1.r2.requests.jsonl").read_text().splitlines()) == -(-len(data[3]) // 3)
+
+
+def test_the_ledger_counts_the_batch_answers(data, tmp_path):
+    j = judge()
+    batch(data, tmp_path / "s", MemoryBatches(fake(data)), judge=j)
+    records = read_judgements(tmp_path / "s", "tournament") + read_judgements(tmp_path / "s", "rubric")
+    assert j.ledger.calls == len(records) and j.ledger.prompt_tokens == sum(r.usage.prompt_tokens for r in records) > 0
