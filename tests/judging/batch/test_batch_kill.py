@@ -97,8 +97,9 @@ def test_three_kills_of_a_batch_run_submit_nothing_twice(tmp_path):
 
 
 @pytest.mark.slow
-def test_twenty_random_kills_of_rcp_jax_judge_batch(demo_tiny, tmp_path):
+def test_twenty_random_kills_of_rcp_jax_judge_batch(demo_tiny, tmp_path, monkeypatch):
     """`rcp-jax judge --batch` in a subprocess, SIGKILLed at 20 random moments (seeded) and resumed each time."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-kill")  # the clean run's, in this process
     rows = [json.loads(line) for line in demo_tiny["rows"].read_text().splitlines()]
     queries = {r["query_id"]: r["query"] for r in rows}
     documents = {r["query_id"]: dict(zip(r["doc_ids"], r["docs"])) for r in rows}
