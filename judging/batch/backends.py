@@ -222,16 +222,36 @@ class ProviderBatches(BatchBackend):
             os.fsync(out.fileno())
 
     def _download_one(self, file_id: str, out: Any) -> None:
-        content = self._call(f"downloading file {file_id}", self._litellm().file_content, file_id=file_id)
-        data = getattr(content, "content", None)
-        if data is None and hasattr(content, "read"):
-            data = content.read()
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        if not isinstance(data, bytes | bytearray):
-            raise BatchError(f"{self.label}: file {file_id} came back as {type(content).__name__}, not bytes")
-        out.write(data)
-        if data and not data.endswith(b"\n"):
+        """Append file ``file_id`` to ``out``: streamed chunk by chunk where litellm streams this provider's files
+        (memory bounded by a chunk, not the file), else read whole."""
+        litellm = self._litellm()
+        last = b"\n"
+        streamed = None
+        try:
+            streamed = self._call(f"downloading file {file_id}", litellm.file_content, file_id=file_id, stream=True)
+        except BatchError:
+            raise
+        except Exception:  # noqa: BLE001 - a litellm without streaming: read the file whole below
+            streamed = None
+        chunks = getattr(streamed, "stream_iterator", None)
+        if chunks is not None and not isinstance(chunks, bytes | bytearray | str):
+            for chunk in chunks:
+                if chunk:
+                    out.write(chunk)
+                    last = chunk[-1:]
+        else:
+            content = streamed if streamed is not None else self._call(
+                f"downloading file {file_id}", litellm.file_content, file_id=file_id)
+            data = getattr(content, "content", None)
+            if data is None and hasattr(content, "read"):
+                data = content.read()
+            if isinstance(data, str):
+                data = data.encode("utf-8")
+            if not isinstance(data, bytes | bytearray):
+                raise BatchError(f"{self.label}: file {file_id} came back as {type(content).__name__}, not bytes")
+            out.write(data)
+            last = bytes(data[-1:]) or b"\n"
+        if last != b"\n":
             out.write(b"\n")
 
 
