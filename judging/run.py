@@ -38,8 +38,8 @@ from rcp_jax.judging.errors import JudgeInputError, JudgeVerdictError
 from rcp_jax.judging.judge import BaseJudge, Completion, JudgeRequest
 from rcp_jax.judging.lookup import PerQuery, check_window_inputs
 from rcp_jax.judging.prompts.pages import check_window_images, doc_text, stamp_images
-from rcp_jax.judging.store.jsonl import JudgementStore
 from rcp_jax.judging.prompts.render import RenderedWindow
+from rcp_jax.judging.store.jsonl import JudgementStore
 from rcp_jax.judging.store.records import JudgeFamily, Judgement, Window, record_id
 from rcp_jax.judging.transport.loop import run as run_interruptible
 from rcp_jax.judging.transport.procs import ProcessJudge
