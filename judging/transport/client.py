@@ -79,17 +79,8 @@ from rcp_jax.judging.errors import (
     JudgeTimeoutError,
     JudgeTransportError,
 )
-from rcp_jax.judging.judge import (
-    DEFAULT_MAX_WINDOW_CHARS,
-    BaseJudge,
-    Completion,
-    JudgeRequest,
-)
-from rcp_jax.judging.prompts.pages import (
-    approx_image_tokens,
-    message_images,
-    message_text,
-)
+from rcp_jax.judging.judge import DEFAULT_MAX_WINDOW_CHARS, BaseJudge, Completion, JudgeRequest
+from rcp_jax.judging.prompts.pages import approx_image_tokens, message_images, message_text
 from rcp_jax.judging.prompts.template import PromptTemplate
 from rcp_jax.judging.store.records import Usage
 from rcp_jax.judging.transport.endpoints import BENCH_MAX_S, BENCH_S, EndpointPool

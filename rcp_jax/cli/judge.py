@@ -7,15 +7,7 @@ import time
 from pathlib import Path
 
 from rcp_jax.cli._common import (
-    add_collection_args,
-    add_judge_args,
-    collection_name,
-    emit,
-    latent_from_qrels,
-    load_collection,
-    make_judge,
-    pipeline_input,
-    stderr,
+    add_collection_args, add_judge_args, collection_name, emit, latent_from_qrels, load_collection, make_judge, pipeline_input, stderr,
 )
 from rcp_jax.cli._paths import folder
 
