@@ -3,7 +3,7 @@ store size.
 
 The protocol at ``--pool`` documents per query (150: 316 calls per query, the paper's scale) is scaled to
 ``--calls`` calls (the queries it takes, rounded up). Each protocol phase is one batch across all queries
-(:func:`rcp_jax.cli.judge.batch_phases`): rounds 1 and 2, each adaptive round-3 step, the two rubric halves.
+(:func:`rcp_jax.cli._batch.batch_phases`): rounds 1 and 2, each adaptive round-3 step, the two rubric halves.
 
 - **Tokens per call** come from :func:`rcp_jax.judging.estimate_cost` on the embedded demo collection (its
   round-1 and balanced-rubric windows of 10 documents, the window size of every pool of 10 or more), per stage,
@@ -93,7 +93,7 @@ def main(argv=None) -> dict:
     import litellm
 
     from rcp_jax import schedule as S
-    from rcp_jax.cli.judge import batch_phases
+    from rcp_jax.cli._batch import batch_phases
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=1_000_000)

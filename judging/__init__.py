@@ -7,6 +7,9 @@ Public surface
 --------------
 - :class:`Window`, :class:`Judgement`, :class:`JudgeFamily`, :func:`record_id`: the records.
 - :func:`judge_windows` (async) / :func:`judge_windows_sync`: judge windows into a store, resuming.
+- :func:`judge_windows_batch` (async) / :func:`judge_windows_batch_sync`: the same windows as batches through a
+  :class:`ProviderBatches` (a provider's batch API) or :class:`FileBatches` (files for ``vllm run-batch``),
+  journaled so a killed run resumes without submitting twice; :class:`BatchPending`, :class:`BatchError`.
 - :class:`LiteLLMJudge`: any litellm model string, one endpoint or several; :class:`SimulatedJudge`:
   an offline judge driven by latent relevance; :class:`ProcessJudge`: a judge's calls spread over
   worker processes (``judge_windows(..., processes=N)``).
@@ -24,6 +27,8 @@ Runnable example: see :mod:`rcp_jax.judging.run`.
 
 from rcp_jax.judging.answers.parse import PARSER_VERSION, ParseResult, parse_answer, parse_lists, parse_rubric, parse_tournament
 from rcp_jax.judging.answers.reparse import reparse_store
+from rcp_jax.judging.batch.backends import BatchBackend, BatchError, BatchPending, FileBatches, ProviderBatches
+from rcp_jax.judging.batch.runner import BatchProgress, judge_windows_batch, judge_windows_batch_sync
 from rcp_jax.judging.errors import (
     InvalidAnswersError,
     JudgeAuthError,
@@ -58,9 +63,14 @@ __all__ = [
     "PARSER_VERSION",
     "STAGES",
     "BaseJudge",
+    "BatchBackend",
+    "BatchError",
+    "BatchPending",
+    "BatchProgress",
     "Completion",
     "Document",
     "Estimate",
+    "FileBatches",
     "ImageLimits",
     "InvalidAnswersError",
     "JudgeAuthError",
@@ -84,6 +94,7 @@ __all__ = [
     "ParseResult",
     "ProcessJudge",
     "PromptError",
+    "ProviderBatches",
     "PromptTemplate",
     "RenderedWindow",
     "Rubric",
@@ -97,6 +108,8 @@ __all__ = [
     "builtin_template",
     "estimate_cost",
     "judge_windows",
+    "judge_windows_batch",
+    "judge_windows_batch_sync",
     "judge_windows_sync",
     "load_rubric",
     "parse_answer",

@@ -26,19 +26,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rcp_jax.judging.answers.parse import ParseResult, echoed_documents, parse_answer
 from rcp_jax.judging.answers.verdict import summarise
 from rcp_jax.judging.errors import JudgeInputError, JudgeVerdictError
-from rcp_jax.judging.judge import BaseJudge, JudgeRequest
+from rcp_jax.judging.judge import BaseJudge, Completion, JudgeRequest
 from rcp_jax.judging.lookup import PerQuery, check_window_inputs
 from rcp_jax.judging.prompts.pages import check_window_images, doc_text, stamp_images
+from rcp_jax.judging.prompts.render import RenderedWindow
 from rcp_jax.judging.store.jsonl import JudgementStore
-from rcp_jax.judging.store.records import Judgement, Window, record_id
+from rcp_jax.judging.store.records import JudgeFamily, Judgement, Window, record_id
 from rcp_jax.judging.transport.loop import run as run_interruptible
 from rcp_jax.judging.transport.procs import ProcessJudge
 
@@ -139,9 +141,9 @@ async def judge_windows(
     if concurrency < 1:
         raise JudgeInputError(f"concurrency must be >= 1, got {concurrency}")
     if max_attempts is None:
-        max_attempts = _policy(judge, "max_attempts", DEFAULT_MAX_ATTEMPTS)
+        max_attempts = policy(judge, "max_attempts", DEFAULT_MAX_ATTEMPTS)
     if stop_after_invalid is None:
-        stop_after_invalid = _policy(judge, "stop_after_invalid", DEFAULT_STOP_AFTER_INVALID)
+        stop_after_invalid = policy(judge, "stop_after_invalid", DEFAULT_STOP_AFTER_INVALID)
     if not isinstance(max_attempts, int) or max_attempts < 1:
         raise JudgeInputError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
     if not isinstance(stop_after_invalid, int) or stop_after_invalid < 0:
@@ -173,7 +175,7 @@ async def judge_windows(
         # windows never asked first; windows whose earlier answers were all invalid after them
         earlier = {rid: st.attempts(w.stage, rid) for rid, w in todo}
         todo.sort(key=lambda item: earlier[item[0]] > 0)
-        previous = _last_invalid(st, {rid for rid, n in earlier.items() if n}, {w.stage for _, w in todo})
+        previous = last_invalid_answers(st, {rid for rid, n in earlier.items() if n}, {w.stage for _, w in todo})
         caller = judge
         if processes is not None and todo:
             pool = ProcessJudge(judge, processes)
@@ -202,59 +204,21 @@ async def judge_windows(
                 started = _now()
                 completion = await caller.complete(JudgeRequest(window, rendered, attempt, last_invalid))
                 counts["calls"] += 1
-                if completion.malformed:
-                    parsed = ParseResult(valid=False, category="malformed_response", detail=completion.malformed)
-                    echoed = []
-                else:
-                    parsed = parse_answer(
-                        completion.text,
-                        stage=window.stage,
-                        doc_ids=window.doc_ids,
-                        n_criteria=rendered.n_criteria,
-                        finish_reason=completion.finish_reason,
-                    )
-                    echoed = echoed_documents(completion.text, window.doc_ids, [doc_text(t) for t in texts],
-                                              stage=window.stage,
-                                              finish_reason=completion.finish_reason)
-                if echoed:
-                    log.warning(
-                        "window %s attempt %d: the answer repeats an answer written inside document(s) %s, a prompt "
-                        "injection; it is stored flagged 'echoes_document' (check or remove the document)",
-                        window.label, attempt, ", ".join(repr(d) for d in echoed),
-                    )
-                judgement = Judgement(
-                    record_id=rid,
-                    family=family,
-                    window=window,
-                    valid=parsed.valid,
-                    invalid_category=parsed.category,
-                    invalid_detail=parsed.detail,
-                    scores=parsed.scores,
-                    criteria=parsed.criteria,
-                    raw_response=completion.text,
-                    finish_reason=completion.finish_reason,
-                    attempts=attempt,
-                    usage=completion.usage,
-                    truncated_docs=dict(rendered.truncated_docs),
-                    started_at=started,
-                    finished_at=_now(),
-                    transport_retries=completion.transport_retries,
-                    better=parsed.better,
-                    flags=tuple(f"echoes_document:{d}" for d in echoed),
-                    reask=completion.reask or None,
-                    served_model=completion.served_model,
-                    system_fingerprint=completion.system_fingerprint,
+                judgement = judgement_from_completion(
+                    completion, record_id=rid, family=family, window=window, rendered=rendered, texts=texts,
+                    attempt=attempt, started_at=started,
                 )
                 await st.append_async(judgement)
-                if parsed.valid:
+                if judgement.valid:
                     counts["valid"] += 1
                     break
                 counts["invalid_answers"] += 1
                 invalid_here.append(judgement)
-                last_invalid = (parsed.category or "unknown", parsed.detail)
-                log.info("window %s attempt %d invalid (%s: %s)", window.label, attempt, parsed.category, parsed.detail)
+                last_invalid = (judgement.invalid_category or "unknown", judgement.invalid_detail)
+                log.info("window %s attempt %d invalid (%s: %s)", window.label, attempt, judgement.invalid_category,
+                         judgement.invalid_detail)
                 if stop_after_invalid and counts["invalid_answers"] >= stop_after_invalid and counts["valid"] == 0:
-                    halted.append(_verdict(judge, invalid_here, stop_after_invalid, st.folder))
+                    halted.append(invalid_verdict(judge, invalid_here, stop_after_invalid, st.folder))
                     raise halted[0]
             else:
                 counts["failed"] += 1
@@ -309,7 +273,74 @@ async def judge_windows(
             st.close()
 
 
-def _policy(judge: BaseJudge, name: str, default: int) -> int:
+def judgement_from_completion(
+    completion: Completion,
+    *,
+    record_id: str,
+    family: JudgeFamily,
+    window: Window,
+    rendered: RenderedWindow,
+    texts: Sequence[Any],
+    attempt: int,
+    started_at: str,
+    finished_at: str | None = None,
+    batch: str | None = None,
+) -> Judgement:
+    """The stored record of one answer: ``completion`` through the parser (and the prompt-injection check) into a
+    :class:`Judgement`; the one path online calls (:func:`judge_windows`) and batch results
+    (:mod:`rcp_jax.judging.batch`) share.
+
+    ``texts`` are the window's documents as given (text or :class:`rcp_jax.judging.prompts.pages.Document`), in
+    ``window.doc_ids`` order; ``rendered`` is the window as the judge saw it; ``batch`` names the batch the answer
+    came from (``None`` for an online call). An answer repeating an answer planted inside a document is logged and
+    flagged ``echoes_document:<doc id>``.
+    """
+    if completion.malformed:
+        parsed = ParseResult(valid=False, category="malformed_response", detail=completion.malformed)
+        echoed: list[str] = []
+    else:
+        parsed = parse_answer(
+            completion.text,
+            stage=window.stage,
+            doc_ids=window.doc_ids,
+            n_criteria=rendered.n_criteria,
+            finish_reason=completion.finish_reason,
+        )
+        echoed = echoed_documents(completion.text, window.doc_ids, [doc_text(t) for t in texts],
+                                  stage=window.stage, finish_reason=completion.finish_reason)
+    if echoed:
+        log.warning(
+            "window %s attempt %d: the answer repeats an answer written inside document(s) %s, a prompt "
+            "injection; it is stored flagged 'echoes_document' (check or remove the document)",
+            window.label, attempt, ", ".join(repr(d) for d in echoed),
+        )
+    return Judgement(
+        record_id=record_id,
+        family=family,
+        window=window,
+        valid=parsed.valid,
+        invalid_category=parsed.category,
+        invalid_detail=parsed.detail,
+        scores=parsed.scores,
+        criteria=parsed.criteria,
+        raw_response=completion.text,
+        finish_reason=completion.finish_reason,
+        attempts=attempt,
+        usage=completion.usage,
+        truncated_docs=dict(rendered.truncated_docs),
+        started_at=started_at,
+        finished_at=finished_at if finished_at is not None else _now(),
+        transport_retries=completion.transport_retries,
+        better=parsed.better,
+        flags=tuple(f"echoes_document:{d}" for d in echoed),
+        reask=completion.reask or None,
+        served_model=completion.served_model,
+        system_fingerprint=completion.system_fingerprint,
+        batch=batch,
+    )
+
+
+def policy(judge: BaseJudge, name: str, default: int) -> int:
     """The judge's run-policy attribute ``name`` (or its inner judge's), else ``default``."""
     for j in (judge, getattr(judge, "inner", None)):
         value = getattr(j, name, None) if j is not None else None
@@ -318,7 +349,7 @@ def _policy(judge: BaseJudge, name: str, default: int) -> int:
     return default
 
 
-def _last_invalid(st: JudgementStore, ids: set[str], stages: set[str]) -> dict[str, tuple[str, str]]:
+def last_invalid_answers(st: JudgementStore, ids: set[str], stages: set[str]) -> dict[str, tuple[str, str]]:
     """record id -> (category, detail) of its last stored invalid answer, for the windows in ``ids``."""
     out: dict[str, tuple[str, str]] = {}
     if not ids:
@@ -330,7 +361,7 @@ def _last_invalid(st: JudgementStore, ids: set[str], stages: set[str]) -> dict[s
     return out
 
 
-def _verdict(judge: BaseJudge, invalid: list[Judgement], n: int, store: Path) -> JudgeVerdictError:
+def invalid_verdict(judge: BaseJudge, invalid: list[Judgement], n: int, store: Path) -> JudgeVerdictError:
     """The early-stop verdict: the first ``n`` answers of this run were all invalid."""
     summary = summarise(invalid)
     settings = []

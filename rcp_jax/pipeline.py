@@ -259,12 +259,53 @@ class _Progress:
             self.bar.close()
 
 
-async def _judge(windows, *, desc, progress, **kw) -> tuple[list[Judgement], int]:
-    bar = _Progress(progress, desc)
-    try:
-        out = await judge_windows(windows, progress=bar, **kw)
-    finally:
-        bar.close()
+class _BatchProgress:
+    """tqdm bar over the batch in flight of one phase: requests done of the batch, its status and age."""
+
+    def __init__(self, enabled: bool, desc: str):
+        self.bar = None
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+
+                self.bar = tqdm(total=0, desc=f"{desc} (batch)", unit="req", leave=False, disable=None, mininterval=0.5)
+            except ImportError:  # pragma: no cover
+                self.bar = None
+        self.calls = 0
+
+    def __call__(self, p) -> None:
+        self.calls = p.calls
+        if self.bar is not None:
+            self.bar.total = p.total
+            self.bar.n = p.completed
+            minutes, secs = divmod(int(p.elapsed_s), 60)
+            self.bar.set_postfix(status=p.status or "-", failed=p.failed, round=p.round,
+                                 elapsed=f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}", refresh=False)
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+async def _judge(windows, *, desc, progress, phase=None, batches=None, batch_poll=30.0, batch_wait=None,
+                 **kw) -> tuple[list[Judgement], int]:
+    if batches is not None:  # the phase as one batch across all queries (rcp_jax.judging.batch)
+        from rcp_jax.judging.batch.runner import judge_windows_batch
+
+        bar = _BatchProgress(progress, desc)
+        kw.pop("concurrency", None)
+        try:
+            out = await judge_windows_batch(windows, progress=bar, batches=batches, phase=phase,
+                                            poll_seconds=batch_poll, wait_seconds=batch_wait, **kw)
+        finally:
+            bar.close()
+    else:
+        bar = _Progress(progress, desc)
+        try:
+            out = await judge_windows(windows, progress=bar, **kw)
+        finally:
+            bar.close()
     got = {j.window for j in out}
     missing = sorted({w for w in windows if w not in got}, key=S.schedule_order)
     if missing:
@@ -290,6 +331,9 @@ async def judge_collection(
     log: Callable[[str], None] | None = None,
     keep_flagged: bool = False,
     dataset_from_store: bool = False,
+    batches=None,
+    batch_poll: float = 30.0,
+    batch_wait: float | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
     """Run Stage A and Stage B for every query of ``collection`` (async).
 
@@ -304,6 +348,11 @@ async def judge_collection(
         dataset_from_store: ``collection.dataset`` is only a default name (the CLI without ``--name``): a
             store recorded under another name with the same seed, schedule and pools resumes under its
             recorded name (with a :class:`rcp_jax.store_identity.StoreIdentityNote`) instead of being refused.
+        batches: a :class:`rcp_jax.judging.BatchBackend` (``ProviderBatches.for_judge(judge)``, ``FileBatches(dir)``):
+            each phase (round 1, round 2, each round-3 step, the two rubric halves) is asked as one batch across all
+            queries (:func:`rcp_jax.judging.judge_windows_batch`), journaled in the store; ``None``: online calls.
+        batch_poll, batch_wait: seconds between polls of a batch, and the longest wait for one (``None``: no limit;
+            0: write and return, :class:`rcp_jax.judging.BatchPending` saying how to resume).
 
     Returns:
         (window_scores, answers, final BT table, judge calls made).
@@ -321,31 +370,32 @@ async def judge_collection(
     try:
         return await _judge_all(collection, pools, judge=judge, store=st, seed=seed, config=config,
                                 concurrency=concurrency, progress=progress, log=log, keep_flagged=keep_flagged,
-                                dataset_from_store=dataset_from_store)
+                                dataset_from_store=dataset_from_store,
+                                batching=dict(batches=batches, batch_poll=batch_poll, batch_wait=batch_wait))
     finally:
         if opened_here:
             st.close()
 
 
 async def _judge_all(collection, pools, *, judge, store: JudgementStore, seed, config, concurrency, progress, log,
-                     keep_flagged, dataset_from_store):
+                     keep_flagged, dataset_from_store, batching=None):
     from rcp_jax.store_identity import check_store_identity
 
     say = log or (lambda _msg: None)
     ds = check_store_identity(store, dataset=collection.dataset, seed=seed, config=config, pools=pools,
                               dataset_from_store=dataset_from_store, say=log, rubric=judge_rubric(judge))
     common = dict(judge=judge, store=store, documents=collection.documents, queries=collection.queries,
-                  concurrency=concurrency)
+                  concurrency=concurrency, **(batching or {}))
     calls = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", S.ScheduleWarning)
         r1 = [w for q, d in pools.items() for w in S.tournament_round1(q, d, seed=seed, dataset=ds, config=config)]
-    tour, c = await _judge(r1, desc="round 1", progress=progress, **common)
+    tour, c = await _judge(r1, desc="round 1", phase="round1", progress=progress, **common)
     calls += c
     bt = fit_bradley_terry(tournament_table(tour, keep_flagged=keep_flagged))
     say(f"round 1: {len(r1)} windows, BT refit of {bt['query_id'].nunique()} queries")
     r2 = [w for q, d in pools.items() for w in S.tournament_round2(q, d, _bt_scores(bt, pools)[q], seed=seed, dataset=ds, config=config)]
-    more, c = await _judge(r2, desc="round 2", progress=progress, **common)
+    more, c = await _judge(r2, desc="round 2", phase="round2", progress=progress, **common)
     tour, calls = tour + more, calls + c
     shown: dict[str, list[Window]] = {q: [] for q in pools}
     for w in r1 + r2:
@@ -361,7 +411,8 @@ async def _judge_all(collection, pools, *, judge, store: JudgementStore, seed, c
             if b < len(S.schedule_counts(len(docs), config).round3_batches):
                 batch.extend(S.adaptive_batch(q, docs, scores[q], S.co_occurrence(shown[q], docs), b,
                                               asked=shown[q], config=config))
-        more, c = await _judge(batch, desc=f"round 3 batch {b + 1}", progress=progress, **common)
+        more, c = await _judge(batch, desc=f"round 3 batch {b + 1}", phase=f"round3_b{b + 1}", progress=progress,
+                                 **common)
         tour, calls = tour + more, calls + c
         for w in batch:
             shown[w.query_id].append(w)
@@ -370,11 +421,11 @@ async def _judge_all(collection, pools, *, judge, store: JudgementStore, seed, c
     say(f"tournament done: {len(tour)} windows")
 
     rb = [w for q, d in pools.items() for w in S.rubric_balanced(q, d, seed=seed, dataset=ds, config=config)]
-    rub, c = await _judge(rb, desc="rubric balanced", progress=progress, **common)
+    rub, c = await _judge(rb, desc="rubric balanced", phase="rubric_balanced", progress=progress, **common)
     calls += c
     abilities = S.rasch_abilities(pools, rubric_table(rub, keep_flagged=keep_flagged))
     rs = [w for q, d in pools.items() for w in S.rubric_stratified(q, d, abilities[q], seed=seed, dataset=ds, config=config)]
-    more, c = await _judge(rs, desc="rubric stratified", progress=progress, **common)
+    more, c = await _judge(rs, desc="rubric stratified", phase="rubric_stratified", progress=progress, **common)
     rub, calls = rub + more, calls + c
     say(f"rubric done: {len(rub)} windows")
     warn_flagged(tour + rub, keep_flagged=keep_flagged, stacklevel=3)

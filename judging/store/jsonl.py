@@ -348,6 +348,14 @@ class JudgementStore:
         self._require_open()
         self._write([(judgement.window.stage, _encode(judgement), judgement)])
 
+    def append_many(self, judgements: Iterable[Judgement]) -> int:
+        """Append ``judgements`` with one write and one fsync per stage touched (bulk ingest); returns how many."""
+        self._require_open()
+        items = [(j.window.stage, _encode(j), j) for j in judgements]
+        if items:
+            self._write(items)
+        return len(items)
+
     async def append_async(self, judgement: Judgement) -> None:
         """Append one record; returns once it is durable. Concurrent calls share one fsync per group.
 

@@ -282,6 +282,9 @@ class Judgement:
         family was answered by several served models.
     system_fingerprint : the reply's ``system_fingerprint`` (the provider's backend configuration) where it
         gives one, else ``None`` (then not written). Providers rotate it; a change is reported, never refused.
+    batch : the id of the batch (provider batch API or offline batch file) this answer came from; ``None`` for
+        answers of online calls (then not written, so those records keep their exact stored form). Ingesting a
+        batch twice stores nothing twice: a record of that batch id is never appended again.
     """
 
     record_id: str
@@ -305,6 +308,7 @@ class Judgement:
     reask: Mapping[str, Any] | None = None
     served_model: str | None = None
     system_fingerprint: str | None = None
+    batch: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         crit = None
@@ -338,6 +342,8 @@ class Judgement:
             out["served_model"] = self.served_model
         if self.system_fingerprint is not None:
             out["system_fingerprint"] = self.system_fingerprint
+        if self.batch:
+            out["batch"] = self.batch
         return out
 
     @classmethod
@@ -371,6 +377,7 @@ class Judgement:
             reask=dict(data["reask"]) if data.get("reask") else None,
             served_model=data.get("served_model"),
             system_fingerprint=data.get("system_fingerprint"),
+            batch=data.get("batch") or None,
         )
 
 

@@ -412,14 +412,12 @@ class LiteLLMJudge(BaseJudge):
         # the score grid that llama.cpp's grammar needs (it ignores numeric minimum / maximum)
         return response_format(stage, rendered.positional, rendered.n_criteria, mode)
 
-    def _kwargs(self, request: JudgeRequest, reask: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def chat_params(self, request: JudgeRequest, reask: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The chat request's parameters (messages, decoding, response_format, extra_params) for ``request``, with
+        the re-ask variation ``reask`` (:meth:`reask_settings`) applied: what an online call sends besides the model,
+        and what a batch request line's body holds (:meth:`request_body`)."""
         messages = [dict(m) for m in request.rendered.messages]
-        kw: dict[str, Any] = {
-            "messages": messages,
-            "timeout": self.timeout,
-            "num_retries": 0,
-            "max_retries": 0,
-        }
+        kw: dict[str, Any] = {"messages": messages}
         if self.temperature is not None:
             kw["temperature"] = self.temperature
         if self.max_tokens is not None:
@@ -444,11 +442,40 @@ class LiteLLMJudge(BaseJudge):
         rf = self._response_format(request)
         if rf is not None:
             kw["response_format"] = rf
+        kw.update(self.extra_params)
+        return kw
+
+    def request_body(self, request: JudgeRequest) -> dict[str, Any]:
+        """The OpenAI chat-completions body of ``request`` (a batch request line's ``body``): the provider's model
+        name (the litellm prefix dropped) and :meth:`chat_params` with this attempt's re-ask variation, so a batch
+        asks exactly what an online call would."""
+        return {"model": self.provider_model()[0], **self.chat_params(request, self.reask_settings(request))}
+
+    def provider_model(self) -> tuple[str, str]:
+        """(the model name the provider knows, the litellm provider), e.g. ``("gpt-4o-mini", "openai")`` for
+        ``"openai/gpt-4o-mini"``; a model litellm cannot place is taken as an OpenAI-compatible one."""
+        try:
+            model, provider, _, _ = self._ensure_litellm().get_llm_provider(model=self.model)
+            return str(model), str(provider)
+        except Exception:  # noqa: BLE001 - unknown prefix: an OpenAI-compatible server's own model name
+            prefix, _, rest = self.model.partition("/")
+            return (rest, prefix) if rest else (self.model, "openai")
+
+    def connection(self) -> dict[str, Any]:
+        """``{"api_base", "api_key"}`` of this judge's one endpoint (``None`` each where the provider's default or
+        environment variable applies), for clients of the same provider such as its batch API. Never logged."""
+        if self._endpoints:
+            raise JudgeError(f"judge {self.model!r} has {len(self._endpoints)} endpoints; a batch goes to one: give "
+                             "one api_base")
+        return {"api_base": self.api_base, "api_key": self.__api_key}
+
+    def _kwargs(self, request: JudgeRequest, reask: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        kw: dict[str, Any] = {"timeout": self.timeout, "num_retries": 0, "max_retries": 0}
         if self.input_cost_per_token is not None:
             # litellm's own cost bookkeeping then skips its (slow, failing) model-map lookups
             kw["input_cost_per_token"] = self.input_cost_per_token
             kw["output_cost_per_token"] = self.output_cost_per_token
-        kw.update(self.extra_params)
+        kw.update(self.chat_params(request, reask))
         return kw
 
     def _semaphore(self) -> asyncio.Semaphore | None:

@@ -21,19 +21,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", type=folder, default=Path("rcp_runs/store"), help="judgement store folder (resumable; default rcp_runs/store)")
     p.add_argument("--out", type=folder, default=None, help="also write window_scores.csv, answers.csv, bt.csv here")
     p.add_argument("--estimate", action="store_true", help="print planned calls, tokens and cost; call nothing")
-    p.add_argument("--batch", action="store_true",
-                   help="judge through the provider's batch API (each protocol phase one batch across all queries); "
-                        "with --estimate: the cost at litellm's batch prices and the number of sequential batches")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     from rcp_jax.cli._budget import add_budget_options
 
     add_budget_options(p)
+    from rcp_jax.cli._batch import add_batch_options
+
+    add_batch_options(p)
 
 
 def _estimate(args, collection, judge) -> int:
     import warnings
 
     from rcp_jax import schedule as S
+    from rcp_jax.cli._batch import batch_phases
     from rcp_jax.judging import estimate_cost
 
     planned = {"tournament": 0, "rubric": 0}
@@ -88,23 +89,6 @@ def _estimate(args, collection, judge) -> int:
     return 0
 
 
-def batch_phases(counts) -> list[tuple[str, int]]:
-    """The protocol's sequential phases when each is one batch across all queries, with its calls: round 1 and
-    round 2 (mirrored copies included), each adaptive round-3 step (an upper bound: a step stops early when no
-    boundary has value), the balanced and the stratified rubric halves. ``counts``: one
-    :class:`rcp_jax.schedule.ScheduleCounts` per query. Phases no query needs are left out."""
-    counts = list(counts)
-    mirror = [2 if c.mirror else 1 for c in counts]
-    steps = max((len(c.round3_batches) for c in counts), default=0)
-    phases = [("round1", sum(m * c.round1 for m, c in zip(mirror, counts))),
-              ("round2", sum(m * c.round2 for m, c in zip(mirror, counts)))]
-    phases += [(f"round3.{k + 1}", sum(c.round3_batches[k] for c in counts if k < len(c.round3_batches)))
-               for k in range(steps)]
-    phases += [("rubric_balanced", sum(c.rubric_balanced for c in counts)),
-               ("rubric_stratified", sum(c.rubric_stratified for c in counts))]
-    return [(name, n) for name, n in phases if n > 0]
-
-
 def run(args) -> int:
     from rcp_jax.data.atomic import atomic_write_csv
     from rcp_jax.judging.answers.verdict import summarise_store
@@ -118,13 +102,12 @@ def run(args) -> int:
     _check_images(args, col, collection, judge)
     if args.estimate:
         return _estimate(args, collection, judge)
-    if getattr(args, "batch", False):  # until the batch runner (judging/batch/) takes this path
-        from rcp_jax.errors import DataError
-
-        raise DataError("--batch judging is not part of this build yet; --batch --estimate prices a run at batch "
-                        "rates. Leave --batch out to judge online")
     quiet = args.quiet or args.json
-    for note in getattr(args, "judge_notes", []) + _context_notes(args, collection, judge):
+    from rcp_jax.cli._batch import batch_backend, sequential_batches
+
+    batches = batch_backend(args, judge)
+    n_batches, batch_line = sequential_batches(collection.pools) if batches is not None else (0, "")
+    for note in getattr(args, "judge_notes", []) + _context_notes(args, collection, judge) + ([batch_line] if batch_line else []):
         stderr(f"note: {note}")
     if args.budget is not None or args.runs:
         from rcp_jax.cli._budget import run_budgeted
@@ -138,8 +121,16 @@ def run(args) -> int:
         window_scores, answers, bt, calls = judge_collection_sync(
             collection, judge=judge, store=args.store, seed=args.seed, concurrency=args.concurrency,
             progress=not quiet, log=None if quiet else stderr, dataset_from_store=args.name is None,
+            batches=batches, batch_poll=args.batch_poll, batch_wait=args.batch_wait,
         )
     except Exception as exc:
+        from rcp_jax.judging import BatchPending
+
+        if isinstance(exc, BatchPending):  # --batch-wait: stopped while a batch waits; the same command resumes
+            payload = {"pending": True, "message": str(exc), "command": exc.command or None, "store": str(args.store),
+                       "sequential_batches": n_batches}
+            emit(args, payload, str(exc) + (f"\n{exc.command}" if exc.command else ""))
+            return 0
         raise _with_invalid_summary(exc, args.store) from None
     if args.out:
         atomic_write_csv(args.out / "window_scores.csv", window_scores)
@@ -152,6 +143,8 @@ def run(args) -> int:
     payload = {"calls": calls, "tournament_windows": window_count(window_scores),
                "rubric_windows": window_count(answers), "rubric_placements": len(answers), **usage,
                "store": str(args.store), "model": judge_name, "notes": notes, "invalid_answers": invalid.to_dict()}
+    if batches is not None:
+        payload["sequential_batches"] = n_batches
     lines = [f"judged {len(collection.pools)} queries with {judge_name}: {calls} calls this run; "
              f"store {args.store} (run the same command again to resume; next: rcp-jax fit --store {args.store})",
              usage_line]

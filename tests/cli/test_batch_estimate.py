@@ -17,7 +17,7 @@ from rcp_jax.judging import LiteLLMJudge, Window, estimate_cost
 
 from rcp_jax import schedule as S
 from rcp_jax.cli import main
-from rcp_jax.cli.judge import batch_phases
+from rcp_jax.cli._batch import batch_phases
 
 HOSTED = "openai/gpt-4o-mini-2024-07-18"
 
@@ -43,7 +43,7 @@ def test_batch_estimate_is_the_tokens_at_litellms_batch_prices(demo_tiny, tmp_pa
     # the demo cut: three queries of 8 documents; each phase one batch across all of them
     counts = S.schedule_counts(8)
     expected = [("round1", 3 * 2 * counts.round1), ("round2", 3 * 2 * counts.round2)]
-    expected += [(f"round3.{k + 1}", 3 * n) for k, n in enumerate(counts.round3_batches)]
+    expected += [(f"round3_b{k + 1}", 3 * n) for k, n in enumerate(counts.round3_batches)]
     expected += [("rubric_balanced", 3 * counts.rubric_balanced), ("rubric_stratified", 3 * counts.rubric_stratified)]
     assert [(p["phase"], p["calls"]) for p in est["batch_phases"]] == expected
     assert est["sequential_batches"] == 2 + len(counts.round3_batches) + 2
@@ -69,8 +69,8 @@ def test_batch_phases_take_the_longest_round3_across_queries():
         small, large = S.schedule_counts(8), S.schedule_counts(100)
     phases = dict(batch_phases([small, large]))
     assert len(phases) == 2 + max(len(small.round3_batches), len(large.round3_batches)) + 2 == 11
-    assert phases["round3.1"] == small.round3_batches[0] + large.round3_batches[0]
-    assert phases["round3.7"] == large.round3_batches[6]
+    assert phases["round3_b1"] == small.round3_batches[0] + large.round3_batches[0]
+    assert phases["round3_b7"] == large.round3_batches[6]
     assert phases["round1"] == 2 * (small.round1 + large.round1)
 
 
