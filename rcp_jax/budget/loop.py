@@ -38,6 +38,13 @@ from rcp_jax.tournament import fit_bradley_terry
 if TYPE_CHECKING:  # the pipeline is a leaf (ARCHITECTURE.md): only its input's shape is used here
     from rcp_jax.pipeline import PipelineInput
 
+#: Round size of online budgeted judging, as a share of the full protocol's calls.
+ROUND_SHARE = 0.05
+#: Round size when each round is a batch (``batches=``): fewer, larger rounds, since each waits for its batch. On the
+#: simulator rounds of 15% made the same decisions as rounds of 5% at equal calls in a third of the sequential rounds
+#: (benchmarks/budgeted.py --batch-round-fraction; figures in benchmarks/RESULTS.md).
+BATCH_ROUND_SHARE = 0.15
+
 #: Why a budgeted run stopped.
 STOP_REASONS = {
     "decided": "every system pair is decided",
@@ -53,7 +60,8 @@ class BudgetSettings:
     """How a budgeted run chooses, refits and stops (defaults in parentheses).
 
     Attributes:
-        round_calls: windows per round (None: 5% of the full protocol's calls, at least one per query). It
+        round_calls: windows per round (None: :data:`ROUND_SHARE`, 5%, of the full protocol's calls, or
+            :data:`BATCH_ROUND_SHARE`, 15%, when judging with batches; at least one per query). It
             never depends on the budget, so a run continued with more budget replays the same rounds.
         seed_placements: tournament placements per document in the seed, from the fixed round 1's
             un-mirrored windows (2.0).
@@ -219,13 +227,23 @@ def _tables(judgements: list[Judgement], keep_flagged: bool) -> tuple[pd.DataFra
             pd.DataFrame(answers, columns=["query_id", "window_id", "doc_id", *[f"C{i}" for i in range(1, k + 1)]]))
 
 
-async def _ask(windows: list[Window], common: dict, store: JudgementStore) -> tuple[list[Judgement], int]:
+async def _ask(windows: list[Window], common: dict, store: JudgementStore, *, phase: str,
+               batching: dict | None = None) -> tuple[list[Judgement], int]:
+    """Judge one round's ``windows`` online, or as one batch named ``phase`` when ``batching`` holds a backend."""
     calls = {"n": 0}
 
     def progress(p) -> None:
         calls["n"] = p.calls
 
-    got = await judge_windows(windows, progress=progress, **common)
+    if batching is not None and batching.get("batches") is not None:
+        from rcp_jax.judging.batch.runner import judge_windows_batch
+
+        online_only = {k: v for k, v in common.items() if k != "concurrency"}
+        got = await judge_windows_batch(windows, progress=progress, batches=batching["batches"], phase=phase,
+                                        poll_seconds=batching.get("batch_poll", 30.0),
+                                        wait_seconds=batching.get("batch_wait"), **online_only)
+    else:
+        got = await judge_windows(windows, progress=progress, **common)
     have = {j.window for j in got}
     missing = [w for w in windows if w not in have]
     if missing:
@@ -261,6 +279,9 @@ async def judge_budgeted_async(
     log: Callable[[str], None] | None = None,
     keep_flagged: bool = False,
     dataset_from_store: bool = False,
+    batches=None,
+    batch_poll: float = 30.0,
+    batch_wait: float | None = None,
 ) -> BudgetResult:
     """Judge ``collection`` under a budget, steered by the system-pair decisions of ``runs`` (async).
 
@@ -272,6 +293,10 @@ async def judge_budgeted_async(
         budget: calls (int), or a fraction of the full protocol's calls (``0.4`` or ``"40%"``).
         settings: :class:`BudgetSettings`.
         on_round: called after each round's refit with its :class:`RoundReport` (the CLI prints it).
+        batches, batch_poll, batch_wait: a :class:`rcp_jax.judging.BatchBackend`: the seed and every round are
+            each asked as one batch across all queries (as :func:`rcp_jax.pipeline.judge_collection`), and rounds
+            default to :data:`BATCH_ROUND_SHARE` of the full protocol's calls (fewer, larger rounds: each one waits
+            for its batch). ``None``: online calls.
 
     Returns:
         :class:`BudgetResult`.
@@ -304,7 +329,9 @@ async def judge_budgeted_async(
         S.check_rubric_coverage(q, len(docs), config)
     full = full_protocol_calls(pools, config)
     budget_calls = resolve_budget(budget, full)
-    round_calls = cfg.round_calls or max(len(pools), math.ceil(0.05 * full))
+    share = ROUND_SHARE if batches is None else BATCH_ROUND_SHARE
+    round_calls = cfg.round_calls or max(len(pools), math.ceil(share * full))
+    batching = None if batches is None else {"batches": batches, "batch_poll": batch_poll, "batch_wait": batch_wait}
     st = store if isinstance(store, JudgementStore) else JudgementStore(store)
     opened_here = not st.is_open
     st.open()
@@ -324,7 +351,8 @@ async def judge_budgeted_async(
         position = {(q, d): (i, n) for i, q in enumerate(query_ids) for n, d in enumerate(pools[q])}
         placed = np.zeros((len(query_ids), max(len(d) for d in pools.values())))
         t0 = time.perf_counter()
-        judged, paid = await _ask(first, common, st)
+        judged, paid = await _ask(first, common, st, phase=f"{'budget' if cfg.strategy == 'posterior' else 'random'}_seed",
+                                  batching=batching)
         judge_s = time.perf_counter() - t0
         calls = len(first)
         tables = {"tournament": [], "rubric": []}
@@ -389,7 +417,7 @@ async def judge_budgeted_async(
                     rubric_done[w.query_id] += 1
                     rubric_rest[w.query_id].remove(w)
             t0 = time.perf_counter()
-            new, c = await _ask(windows, common, st)
+            new, c = await _ask(windows, common, st, phase=f"{prefix}_r{r + 1:03d}", batching=batching)
             judge_s = time.perf_counter() - t0
             judged += new
             paid += c

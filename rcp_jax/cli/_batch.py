@@ -48,9 +48,6 @@ def batch_backend(args, judge):
     if not callable(getattr(judge, "request_body", None)):
         raise DataError(f"--batch / --batch-files need a litellm judge (--model openai/<name>, hosted_vllm/<name>, "
                         f"...); --model {args.model} has no request bodies to batch")
-    if getattr(args, "budget", None) is not None or getattr(args, "runs", None):
-        raise DataError("--batch / --batch-files run the fixed protocol; budgeted judging (--budget / --runs) asks "
-                        "online: drop one of them")
     if args.batch_files is not None:
         if args.batch_files.exists() and not args.batch_files.is_dir():
             raise DataError(f"--batch-files {args.batch_files}: an existing file, not a folder; give a folder")
@@ -126,9 +123,6 @@ def batch_backend(args, judge):
     if not callable(getattr(judge, "request_body", None)):
         raise DataError(f"--batch / --batch-files need a litellm judge (--model openai/<name>, hosted_vllm/<name>, "
                         f"...); --model {args.model} has no request bodies to batch")
-    if getattr(args, "budget", None) is not None or getattr(args, "runs", None):
-        raise DataError("--batch / --batch-files run the fixed protocol; budgeted judging (--budget / --runs) asks "
-                        "online: drop one of them")
     if args.batch_files is not None:
         if args.batch_files.exists() and not args.batch_files.is_dir():
             raise DataError(f"--batch-files {args.batch_files}: an existing file, not a folder; give a folder")

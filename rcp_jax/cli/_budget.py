@@ -23,7 +23,7 @@ def add_budget_options(p: argparse.ArgumentParser) -> None:
                         "40%%); turns on budgeted judging (default: none, the fixed protocol)")
     g.add_argument("--round-calls", type=_positive, default=None, metavar="N",
                    help="windows per budgeted round, one batched refit each (default: 5%% of the full protocol's "
-                        "calls, at least one per query)")
+                        "calls, 15%% with --batch / --batch-files, at least one per query)")
 
 
 def _path(text: str):
@@ -68,7 +68,7 @@ def reach_lines(decisions, limit: int = 10) -> list[str]:
     return lines
 
 
-def run_budgeted(args, collection, judge, quiet: bool) -> int:
+def run_budgeted(args, collection, judge, quiet: bool, batches=None) -> int:
     """Judge ``collection`` under ``--budget`` for the systems of ``--runs``; print each round; write tables."""
     from rcp_jax.budget import STOP_REASONS, BudgetSettings, judge_budgeted
     from rcp_jax.data.atomic import atomic_write_csv
@@ -95,7 +95,8 @@ def run_budgeted(args, collection, judge, quiet: bool) -> int:
 
     result = judge_budgeted(collection, runs, judge=judge, store=args.store, budget=args.budget, seed=args.seed,
                             settings=settings, concurrency=args.concurrency, on_round=on_round,
-                            log=None if quiet else stderr, dataset_from_store=args.name is None)
+                            log=None if quiet else stderr, dataset_from_store=args.name is None, batches=batches,
+                            batch_poll=getattr(args, "batch_poll", 30.0), batch_wait=getattr(args, "batch_wait", None))
     history = result.history()
     if args.out:
         atomic_write_csv(args.out / "window_scores.csv", result.window_scores)

@@ -107,15 +107,19 @@ def run(args) -> int:
 
     batches = batch_backend(args, judge)
     n_batches, batch_line = sequential_batches(collection.pools) if batches is not None else (0, "")
+    if batches is not None and args.budget is not None:
+        n_batches, batch_line = 0, ("batch mode, budgeted: the seed and then each round (--round-calls; default 15% of "
+                                    "the full protocol's calls) are each one batch across all queries; the rounds stop "
+                                    "when the pairs are decided or the budget is spent")
     for note in getattr(args, "judge_notes", []) + _context_notes(args, collection, judge) + ([batch_line] if batch_line else []):
         stderr(f"note: {note}")
     if args.budget is not None or args.runs:
         from rcp_jax.cli._budget import run_budgeted
 
         try:
-            return run_budgeted(args, collection, judge, quiet)
+            return run_budgeted(args, collection, judge, quiet, batches=batches)
         except Exception as exc:
-            raise _with_invalid_summary(exc, args.store) from None
+            return _pending(args, exc, n_batches)
     started = time.perf_counter()
     try:
         window_scores, answers, bt, calls = judge_collection_sync(
@@ -124,14 +128,7 @@ def run(args) -> int:
             batches=batches, batch_poll=args.batch_poll, batch_wait=args.batch_wait,
         )
     except Exception as exc:
-        from rcp_jax.judging import BatchPending
-
-        if isinstance(exc, BatchPending):  # --batch-wait: stopped while a batch waits; the same command resumes
-            payload = {"pending": True, "message": str(exc), "command": exc.command or None, "store": str(args.store),
-                       "sequential_batches": n_batches}
-            emit(args, payload, str(exc) + (f"\n{exc.command}" if exc.command else ""))
-            return 0
-        raise _with_invalid_summary(exc, args.store) from None
+        return _pending(args, exc, n_batches)
     if args.out:
         atomic_write_csv(args.out / "window_scores.csv", window_scores)
         atomic_write_csv(args.out / "answers.csv", answers)
@@ -159,6 +156,19 @@ def run(args) -> int:
                   *[f"  {a}" for a in invalid.advice()]]
     emit(args, payload, "\n".join([*lines, *[f"note: {n}" for n in notes]]))
     return 0
+
+
+def _pending(args, exc: BaseException, n_batches: int) -> int:
+    """Exit 0 with what to run when ``--batch-wait`` stopped while a batch waits (the same command resumes); any other
+    exception re-raised, with the store's invalid answers summarised where windows have none valid."""
+    from rcp_jax.judging import BatchPending
+
+    if isinstance(exc, BatchPending):
+        payload = {"pending": True, "message": str(exc), "command": exc.command or None, "store": str(args.store),
+                   "sequential_batches": n_batches}
+        emit(args, payload, str(exc) + (f"\n{exc.command}" if exc.command else ""))
+        return 0
+    raise _with_invalid_summary(exc, args.store) from None
 
 
 def window_count(table) -> int:

@@ -92,8 +92,3 @@ def dataset():
     from rcp_jax.judging import synthetic_dataset
 
     return synthetic_dataset(2, 8, seed=3, doc_chars=200)
-
-
-def test_batch_judging_is_refused_until_the_runner_exists(demo_tiny, tmp_path, capsys):
-    rc = main(["judge", "--rows", str(demo_tiny["rows"]), "--store", str(tmp_path / "s"), "--batch"])
-    assert rc == 2 and "--batch --estimate" in capsys.readouterr().err

@@ -137,3 +137,33 @@ def test_batch_files_with_the_vllm_command_give_the_online_store(demo_tiny, onli
 def test_batch_needs_a_litellm_model(demo_tiny, tmp_path):
     code, _, err = cli("judge", "--rows", demo_tiny["rows"], "--batch", "--store", tmp_path / "s")
     assert code == 2 and "need a litellm judge" in err
+
+
+def test_budgeted_judging_with_batch_files_resumes_round_by_round(demo_tiny, tmp_path, monkeypatch):
+    """``--budget --runs --batch-files``: the seed and each round one request file; every run of the same command
+    ingests the last file and writes the next, until the budget ends; the same store as budgeted online judging."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
+    queries, documents, latent = collection(demo_tiny["rows"])
+    budget = ("--runs", demo_tiny["runs"], "--budget", "24", "--round-calls", "3")
+    with FakeOpenAIServer(fake_judge(latent), queries=queries, documents=documents) as server:
+        online, _ = ok(cli("judge", "--rows", demo_tiny["rows"], *COMMON, *budget, "--api-base", server.url,
+                           "--concurrency", "1", "--store", tmp_path / "online"))
+    engine = FakeOpenAIServer(fake_judge(latent), queries=queries, documents=documents)
+    answered: Counter = Counter()
+    folder = tmp_path / "batches"
+    for _ in range(40):
+        out, _ = ok(cli("judge", "--rows", demo_tiny["rows"], *COMMON, *budget, "--batch-files", folder,
+                        "--batch-wait", "0", "--store", tmp_path / "store"))
+        payload = json.loads(out)
+        if not payload.get("pending"):
+            break
+        assert play_engine(folder, engine, answered) == 1
+    else:
+        pytest.fail("the budgeted batch files never completed")
+    files = sorted(p.name for p in folder.glob("*.requests.jsonl"))
+    assert files[0] == "budget_seed.requests.jsonl"  # the seed, then one file per round (here: out of reach at once)
+    assert payload["planned_calls"] <= payload["budget_calls"]
+    expected = json.loads(online)
+    assert [(r["round"], r["calls"]) for r in payload["rounds"]] == [(r["round"], r["calls"]) for r in expected["rounds"]]
+    assert payload["stop_reason"] == expected["stop_reason"]
+    assert comparable(tmp_path / "store") == comparable(tmp_path / "online")
