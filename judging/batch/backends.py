@@ -82,6 +82,10 @@ class BatchBackend:
     a user runs while a batch waits (offline files: the engine's command; ``""`` for a provider)."""
 
     label = "batch backend"
+    #: Most requests one batch may hold (``None``: no limit); a phase with more goes out as several batches at once.
+    max_requests: int | None = None
+    #: Largest request file one batch may have, in bytes (``None``: no limit).
+    max_bytes: int | None = None
 
     def upload(self, path: Path, name: str) -> str:  # pragma: no cover - interface
         raise NotImplementedError
@@ -132,11 +136,18 @@ class ProviderBatches(BatchBackend):
     timeout : seconds per API request.
     retries, backoff_base, backoff_max : transient failures (429, 5xx, no connection) of every request but the one
         creating a batch are retried this often, waiting ``min(backoff_max, backoff_base * 2**n)`` seconds.
+    max_requests, max_bytes : the most requests and the largest request file of one batch (OpenAI's limits: 50,000
+        requests and 200 MB; the default byte limit leaves 5% to spare); a phase beyond them goes out as several
+        batches, created together.
     """
 
     def __init__(self, provider: str = "openai", *, api_base: str | None = None, api_key: str | None = None,
-                 timeout: float = 600.0, retries: int = 5, backoff_base: float = 1.0, backoff_max: float = 60.0) -> None:
+                 timeout: float = 600.0, retries: int = 5, backoff_base: float = 1.0, backoff_max: float = 60.0,
+                 max_requests: int = 50_000, max_bytes: int = 190_000_000) -> None:
         self.retries, self.backoff_base, self.backoff_max = int(retries), float(backoff_base), float(backoff_max)
+        if max_requests < 1 or max_bytes < 1:
+            raise BatchError(f"max_requests and max_bytes must be >= 1, got {max_requests} and {max_bytes}")
+        self.max_requests, self.max_bytes = int(max_requests), int(max_bytes)
         self.provider = provider
         self.label = f"{provider} batch API" + (f" at {api_base}" if api_base else "")
         self._conn = {k: v for k, v in (("api_base", api_base), ("api_key", api_key)) if v is not None}

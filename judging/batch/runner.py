@@ -323,7 +323,7 @@ class _BatchRun:
                     f"({len(todo)} window(s) still unanswered); see {self.journal.path} for their statuses. Check the "
                     "provider's batch dashboard, then run the same command again (stored answers are kept)"
                 )
-            round_ = 1 + sum(1 for b in self._phase_batches() if not b.abandoned)
+            round_ = 1 + max((b.round for b in self._phase_batches() if not b.abandoned), default=0)
             await self._ask(todo, round_)
             report = self.first_report
             if report is not None and not self.verdict_checked:
@@ -336,14 +336,42 @@ class _BatchRun:
                         "again", len(left), len(self.keyed), self.phase, max_attempts)
 
     async def _ask(self, todo: list[str], round_: int) -> None:
+        """Ask ``todo`` in round ``round_``: one batch, or several created together where the backend limits the
+        requests or bytes of one (:func:`split_parts`); then wait for and ingest each."""
         previous = self._previous(todo)
-        attempts = [(rid, self.st.attempts(self.keyed[rid].stage, rid) + 1) for rid in todo]
-        key = batch_key(self.st.folder, self.phase, round_, attempts)
-        path = self.folder / f"{key}.requests.jsonl"
-        plan = await asyncio.to_thread(self._write_requests, path, todo, previous)
-        self.journal.write("intent", key, phase=self.phase, round=round_, n=len(todo), ids=todo)
-        batch = JournalBatch(key=key, phase=self.phase, round=round_, ids=tuple(todo))
-        name = self._name(round_)
+        attempts = {rid: self.st.attempts(self.keyed[rid].stage, rid) + 1 for rid in todo}
+        self.folder.mkdir(parents=True, exist_ok=True)
+        whole = self.folder / f".{safe_name(self.phase)}.r{round_}.requests.tmp"
+        plan, sizes = await asyncio.to_thread(self._write_requests, whole, todo, previous)
+        parts = split_parts(sizes, max_requests=self.backend.max_requests, max_bytes=self.backend.max_bytes,
+                            what=f"{self.phase}: {self.backend.label}")
+        asked: list[tuple[JournalBatch, dict[str, Planned]]] = []
+        offsets = [0]
+        for n in sizes:
+            offsets.append(offsets[-1] + n)
+        try:
+            for number, (lo, hi) in enumerate(parts, start=1):
+                ids = todo[lo:hi]
+                key = batch_key(self.st.folder, self.phase, round_, [(rid, attempts[rid]) for rid in ids])
+                path = self.folder / f"{key}.requests.jsonl"
+                if len(parts) == 1:
+                    os.replace(whole, path)
+                else:
+                    await asyncio.to_thread(_copy_range, whole, path, offsets[lo], offsets[hi])
+                part = {} if len(parts) == 1 else {"part": number, "parts": len(parts)}
+                self.journal.write("intent", key, phase=self.phase, round=round_, n=len(ids), ids=ids, **part)
+                batch = JournalBatch(key=key, phase=self.phase, round=round_, ids=tuple(ids))
+                await self._create(batch, path, self._name(round_, number if len(parts) > 1 else None))
+                asked.append((batch, {rid: plan[rid] for rid in ids}))
+        finally:
+            whole.unlink(missing_ok=True)
+        for batch, part_plan in asked:
+            await self._finish(batch, part_plan, resumed=False)
+
+    async def _create(self, batch: JournalBatch, path: Path, name: str) -> None:
+        """Upload ``path`` and create its batch, journaling the file id and the batch id (found by its key on the
+        server when the creation's answer is lost)."""
+        key = batch.key
         file_id = await asyncio.to_thread(self.backend.upload, path, name)
         self.journal.write("uploaded", key, file_id=file_id)
         batch.file_id = file_id
@@ -360,27 +388,28 @@ class _BatchRun:
         self.journal.write("created", key, batch_id=batch_id)
         self.created_at[key] = _now()
         batch.batch_id = batch_id
-        log.info("%s: batch %s of %d request(s) created (%s)", self.phase, batch_id, len(todo), self.backend.label)
-        await self._finish(batch, plan, resumed=False)
+        log.info("%s: batch %s of %d request(s) created (%s)", self.phase, batch_id, len(batch.ids), self.backend.label)
 
     def _write_requests(self, path: Path, todo: list[str], previous: Mapping[str, tuple[str, str]]
-                        ) -> dict[str, Planned]:
-        """Write the request lines of ``todo`` to ``path`` (atomically, fsynced); return their plan items."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
+                        ) -> tuple[dict[str, Planned], list[int]]:
+        """Write the request lines of ``todo`` to ``path`` (fsynced); return their plan items and line sizes
+        (bytes, in ``todo`` order)."""
         plan: dict[str, Planned] = {}
-        with open(tmp, "wb") as fh:
+        sizes: list[int] = []
+        with open(path, "wb") as fh:
             for rid in todo:
                 item, body = self._planned(rid, previous.get(rid))
                 plan[rid] = item
-                fh.write(request_line(rid, body))
+                line = request_line(rid, body)
+                sizes.append(len(line))
+                fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        return plan
+        return plan, sizes
 
-    def _name(self, round_: int) -> str:
-        return self.phase if round_ == 1 else f"{self.phase}.r{round_}"
+    def _name(self, round_: int, part: int | None = None) -> str:
+        name = self.phase if round_ == 1 else f"{self.phase}.r{round_}"
+        return name if part is None else f"{name}.p{part}"
 
     # -- waiting and ingesting ------------------------------------------------------------------------
 
@@ -445,6 +474,43 @@ class _BatchRun:
         if self.first_report is None and (report.valid or report.invalid):
             self.first_report = report
         self.report(batch, status, _seconds_since(self._created_at(batch)))
+
+
+def split_parts(sizes: list[int], *, max_requests: int | None, max_bytes: int | None, what: str = ""
+                ) -> list[tuple[int, int]]:
+    """Consecutive ``[lo, hi)`` ranges of request lines whose sizes (bytes) are ``sizes``, each within
+    ``max_requests`` lines and ``max_bytes`` bytes (``None``: no limit), as few as that allows; one range when
+    nothing limits. A line larger than ``max_bytes`` on its own raises :class:`BatchError` naming ``what``."""
+    parts: list[tuple[int, int]] = []
+    lo, used = 0, 0
+    for i, n in enumerate(sizes):
+        if max_bytes is not None and n > max_bytes:
+            raise BatchError(f"{what}: request {i + 1} is {n:,} bytes, more than the {max_bytes:,} one batch file may "
+                             "hold; lower --max-window-chars so a window's request fits")
+        full = (max_requests is not None and i - lo >= max_requests) or (max_bytes is not None and used + n > max_bytes)
+        if full:
+            parts.append((lo, i))
+            lo, used = i, 0
+        used += n
+    parts.append((lo, len(sizes)))
+    return parts
+
+
+def _copy_range(source: Path, target: Path, start: int, stop: int, chunk: int = 1 << 20) -> None:
+    """Bytes ``[start, stop)`` of ``source`` into ``target``, atomically and fsynced."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    with open(source, "rb") as src, open(tmp, "wb") as dst:
+        src.seek(start)
+        left = stop - start
+        while left > 0:
+            block = src.read(min(chunk, left))
+            if not block:
+                break
+            dst.write(block)
+            left -= len(block)
+        dst.flush()
+        os.fsync(dst.fileno())
+    os.replace(tmp, target)
 
 
 def judge_windows_batch_sync(windows: Iterable[Window], **kwargs: Any) -> list[Judgement]:

@@ -152,3 +152,23 @@ def test_a_held_batch_is_polled_after_a_restart_never_resubmitted(data, tmp_path
         got = run_batch(data, s.url, tmp_path / "s")
         assert s.batches_created == 1
     assert len(got) == len(data[3])
+
+
+def test_a_phase_beyond_the_providers_limits_goes_out_as_several_batches(data, tmp_path):
+    """The fake server refuses a batch of more than 5 requests (as OpenAI refuses more than 50,000): with the
+    backend's limit at 5 the phase is split into batches created together, and the store equals online judging's."""
+    queries, documents, _, windows = data
+    with server(data, malformed_rate=0.3) as online_server:
+        judge_windows_sync(windows, judge=judge(online_server.url), store=tmp_path / "online", documents=documents,
+                           queries=queries, concurrency=2)
+    with server(data, malformed_rate=0.3, max_batch_requests=5) as limited:
+        j = judge(limited.url)
+        b = backend(j)
+        b.max_requests = 5
+        got = judge_windows_batch_sync(windows, judge=j, store=tmp_path / "batch", documents=documents,
+                                       queries=queries, batches=b, poll_seconds=0.02)
+        sizes = [len(ids) for ids in limited.batch_custom_ids.values()]
+        statuses = [bt["status"] for bt in limited.batches.values()]
+    assert len(got) == len(windows) and comparable(tmp_path / "online") == comparable(tmp_path / "batch")
+    assert max(sizes) <= 5 and sum(sizes[: -(-len(windows) // 5)]) == len(windows)  # round 1: every window once
+    assert set(statuses) == {"completed"}  # none refused by the server's limit

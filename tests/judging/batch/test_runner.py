@@ -273,3 +273,40 @@ def test_the_ledger_counts_the_batch_answers(data, tmp_path):
     batch(data, tmp_path / "s", MemoryBatches(fake(data)), judge=j)
     records = read_judgements(tmp_path / "s", "tournament") + read_judgements(tmp_path / "s", "rubric")
     assert j.ledger.calls == len(records) and j.ledger.prompt_tokens == sum(r.usage.prompt_tokens for r in records) > 0
+
+
+def test_split_parts_respects_both_limits_with_as_few_parts_as_possible():
+    from rcp_jax.judging.batch.runner import split_parts
+    from rcp_jax.judging.batch.backends import BatchError
+
+    assert split_parts([10] * 7, max_requests=None, max_bytes=None) == [(0, 7)]
+    assert split_parts([10] * 7, max_requests=3, max_bytes=None) == [(0, 3), (3, 6), (6, 7)]
+    assert split_parts([10, 10, 10, 25, 5], max_requests=None, max_bytes=30) == [(0, 3), (3, 5)]
+    assert split_parts([10] * 4, max_requests=3, max_bytes=25) == [(0, 2), (2, 4)]
+    assert split_parts([], max_requests=3, max_bytes=25) == [(0, 0)]
+    with pytest.raises(BatchError, match="request 2 is 40 bytes"):
+        split_parts([10, 40], max_requests=None, max_bytes=30, what="round1")
+
+
+def test_several_parts_of_one_round_resume_after_a_kill_between_them(data, tmp_path):
+    """A run stopped after the first of two parts was created (the second never asked): the next run settles the
+    first and asks the rest; every window ends with exactly the online answers, no batch asked twice."""
+    queries, documents, _, windows = data
+    backend = MemoryBatches(fake(data))
+    backend.max_requests = (len(windows) + 1) // 2
+    real_create, calls = backend.create, {"n": 0}
+
+    def create_once_then_die(file_id, name, key):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt  # the process stops between the two creations
+        return real_create(file_id, name, key)
+
+    backend.create = create_once_then_die
+    with pytest.raises(KeyboardInterrupt):
+        batch(data, tmp_path / "s", backend)
+    backend.create = real_create
+    got = batch(data, tmp_path / "s", backend)
+    assert len(got) == len(windows) and backend.created == 2
+    assert sorted(len(b.requests) for b in backend.batches.values()) == sorted(
+        [backend.max_requests, len(windows) - backend.max_requests])
