@@ -310,3 +310,22 @@ def test_several_parts_of_one_round_resume_after_a_kill_between_them(data, tmp_p
     assert len(got) == len(windows) and backend.created == 2
     assert sorted(len(b.requests) for b in backend.batches.values()) == sorted(
         [backend.max_requests, len(windows) - backend.max_requests])
+
+
+def test_batch_files_written_by_other_tools_crlf_bom_and_blank_lines(data, tmp_path):
+    """An output file with a byte-order mark, CRLF line ends and blank lines (an engine or a Windows tool between
+    the cluster and this machine): every answer is read, none re-asked."""
+    from rcp_jax.judging import FileBatches
+
+    folder, store = tmp_path / "files", tmp_path / "store"
+    engine, answered = fake(data), Counter()
+    files = FileBatches(folder, model="fake-judge")
+    with pytest.raises(BatchPending):
+        batch(data, store, files, wait_seconds=0, phase="round1")
+    answer_files(folder, engine, answered)
+    output = folder / "round1.output.jsonl"
+    lines = output.read_text().splitlines()
+    output.write_bytes(b"\xef\xbb\xbf" + "\r\n\r\n".join(lines).encode() + b"\r\n")
+    got = batch(data, store, files, wait_seconds=0, phase="round1")
+    assert len(got) == len(data[3]) and sum(answered.values()) == len(data[3])
+    assert not list(folder.glob("round1.r2.*"))
