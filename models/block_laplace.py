@@ -65,12 +65,15 @@ class Data:
 
 
 def make_data(wins, n_docs, passes, trials, *, ridge: float = DEFAULT_RIDGE, bt_ridge: float = DEFAULT_RIDGE,
-              bt_weight: float = 1.0, tau_sd: float = TAU_PRIOR_SD, alpha_sd: float = ALPHA_PRIOR_SD) -> Data:
-    """:class:`Data` with the joint model's priors (``ridge``, ``bt_ridge`` as :func:`~rcp_jax.models.bayes.joint_model`)."""
+              bt_weight: float = 1.0, item_sd: float | None = None, tau_sd: float = TAU_PRIOR_SD,
+              alpha_sd: float = ALPHA_PRIOR_SD) -> Data:
+    """:class:`Data` with the joint model's priors (``ridge``, ``bt_ridge``, ``item_sd`` as
+    :func:`~rcp_jax.models.bayes.joint_model`: ``item_sd=None`` takes the ridge's ``1 / sqrt(ridge NC)``)."""
     wins = jnp.asarray(wins, jnp.float32)
     trials = jnp.asarray(trials, jnp.float32)
+    sd = float(item_prior_sd(trials, ridge)) if item_sd is None else float(item_sd)
     return Data(wins=wins, n_docs=jnp.asarray(n_docs, jnp.int32), passes=jnp.asarray(passes, jnp.float32),
-                trials=trials, bt_sd=bt_prior_sd(wins, bt_ridge), item_sd=float(item_prior_sd(trials, ridge)),
+                trials=trials, bt_sd=bt_prior_sd(wins, bt_ridge), item_sd=sd,
                 bt_weight=float(bt_weight), tau_sd=float(tau_sd), alpha_sd=float(alpha_sd))
 
 
