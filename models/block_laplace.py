@@ -23,6 +23,10 @@ Coordinates: ``w_q`` are the Helmert contrasts of the calibrated ability ``tau t
 ``log tau`` makes the scale unconstrained, as NUTS and SVI sample it. Padding contrasts (``k >= n_q - 1``)
 carry a unit Gaussian so every block stays invertible; they never reach a likelihood and are zeroed in draws.
 
+Priors: the joint model's; the items' SD is :class:`Data`'s ``item_sd`` (:func:`rcp_jax.fit_posterior` passes the
+fixed :data:`rcp_jax.models.bayes.DEFAULT_ITEM_SD`: the MAP ridge's prior tightens with the number of answers and
+biases the items, see :mod:`rcp_jax.models.bayes`, "Item prior").
+
 Shapes: Q queries padded to N documents, C criteria, G = 2 (C - 1), M = N + 1; float32 like the other fits.
 """
 

@@ -673,6 +673,8 @@ def fit_posterior(
         raise DataError("the rubric-only model takes no tournament (pass None); the frozen and joint models need one")
     if not 0 < ci_prob < 1:
         raise DataError(f"ci_prob must be in (0, 1), got {ci_prob}")
+    if item_sd is not None and not (np.isfinite(item_sd) and item_sd > 0):
+        raise DataError(f"item_sd must be a positive prior SD (or None for the MAP ridge's prior), got {item_sd}")
     if warn and model == "frozen" and method != "map":
         warnings.warn(FROZEN_NOTE, FrozenModelWarning, stacklevel=2)
     inputs = prepare_inputs(bt_or_windows, answers, joint=model == "joint", bt_ridge=bt_ridge)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 
 from benchmarks.coverage import items_on_model_convention
@@ -69,3 +70,13 @@ def test_the_fixed_item_prior_leaves_the_items_where_the_data_put_them(expected_
     mode, _ = inference.find_map(bayes.calibration_model, kwargs, init_values=init)
     np.testing.assert_allclose(mode["beta"], simulate.NANOBEIR_BETA, atol=0.01)
     np.testing.assert_allclose(mode["gamma"], simulate.NANOBEIR_GAMMA, atol=0.005)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])
+def test_fit_posterior_refuses_a_non_positive_item_sd(bad):
+    from rcp_jax import fit_posterior
+    from rcp_jax.errors import DataError
+
+    answers = pd.DataFrame({"query_id": ["q0"], "doc_id": ["d0"], "C1": [1]})
+    with pytest.raises(DataError, match="item_sd must be a positive prior SD"):
+        fit_posterior(None, answers, item_sd=bad)
