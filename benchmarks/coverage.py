@@ -35,6 +35,9 @@ at the end and written to ``coverage<tag>.json``. Example (about 40 min on 2 bus
 
     python -m benchmarks.coverage --datasets 20
     python -m benchmarks.coverage --summary          # summarise the JSONL written so far
+
+``--item-sd ridge`` fits with the MAP ridge's item prior (SD ``1 / sqrt(ridge NC)``) instead of
+:func:`rcp_jax.fit_posterior`'s fixed one: the items' coverage before and after (``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
