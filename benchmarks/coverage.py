@@ -6,8 +6,9 @@ by every model (``frozen``, ``joint``; the default of :func:`rcp_jax.fit_posteri
 ``joint``) and method (NUTS, SVI, Laplace). For each fit it records how often the 90% intervals hold the
 truth:
 
-* ``gamma``, ``beta`` - the simulator's item parameters (already on the model's convention: sum gamma = 5,
-  mean beta = 0);
+* ``gamma``, ``beta`` - the simulator's item parameters on the model's convention (sum gamma = C, mean beta = 0:
+  :func:`items_on_model_convention`; the published items the simulator draws from already are, so the map is the
+  identity there);
 * ``gain`` - every document's true gain (also split by true gain: ``gain_low`` < 0.2, ``gain_high`` > 0.6);
 * ``system`` - each system's RCP-nDCG@10 on these queries, calibration-only interval (``cal_lo, cal_hi``)
   against the true value of the same quantity: the true gains scored against the Stage A ideal list
@@ -34,6 +35,9 @@ at the end and written to ``coverage<tag>.json``. Example (about 40 min on 2 bus
 
     python -m benchmarks.coverage --datasets 20
     python -m benchmarks.coverage --summary          # summarise the JSONL written so far
+
+``--item-sd ridge`` fits with the MAP ridge's item prior (SD ``1 / sqrt(ridge NC)``) instead of
+:func:`rcp_jax.fit_posterior`'s fixed one: the items' coverage before and after (``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.fixtures.simulated_collections import collection_tables
-from rcp_jax.models import simulate
+from rcp_jax.models import bayes, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,6 +81,30 @@ def systems_run(sim, bt: pd.DataFrame, seed: int) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+def items_on_model_convention(gamma: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """A 2PL's item parameters on the joint model's convention, and the map of the latent scale that takes them there.
+
+    The 2PL with per-query calibration, ``P(yes) = sigmoid(gamma_c (t - beta_c))`` with ``t = tau theta + alpha``,
+    is unchanged by any affine map ``t -> a t + b`` (``a > 0``) of the latent scale together with
+    ``gamma -> gamma / a``, ``beta -> a beta + b``, ``tau -> a tau``, ``alpha -> a alpha + b``; the models pin it by
+    ``sum gamma = C`` and ``mean beta = 0`` (:mod:`rcp_jax.models.bayes`). A simulator's truth on another convention
+    is compared with a posterior only after this map: ``a = sum(gamma) / C``, ``b = -a mean(beta)``.
+
+    Args:
+        gamma, beta: float[C] item discriminations (> 0) and difficulties on any convention.
+
+    Returns:
+        ``(gamma / a, a beta + b, a, b)``: float64[C], float64[C], and the scale and shift of the latent axis
+        (the truth's relevance ``r`` maps to ``a r + b``).
+    """
+    gamma, beta = np.asarray(gamma, np.float64), np.asarray(beta, np.float64)
+    if gamma.shape != beta.shape or gamma.ndim != 1 or not np.all(gamma > 0):
+        raise ValueError(f"gamma must be positive and shaped like beta, got {gamma!r} and {beta!r}")
+    a = float(gamma.sum() / len(gamma))
+    b = float(-a * beta.mean())
+    return gamma / a, a * beta + b, a, b
+
+
 def true_gain_array(post, sim) -> np.ndarray:
     """True gains float32[Q, N] in the posterior's padded layout."""
     out = np.zeros(post.inputs.doc_ids.shape, dtype=np.float32)
@@ -93,9 +121,10 @@ def evaluate_fit(post, sim, run: pd.DataFrame, *, n_bootstrap: int, seed: int) -
 
     rec = {}
     items = post.items
-    for name in ("gamma", "beta"):
-        truth = getattr(sim.truth, name)
+    true_items = dict(zip(("gamma", "beta"), items_on_model_convention(sim.truth.gamma, sim.truth.beta)[:2]))
+    for name, truth in true_items.items():
         rec[f"{name}_cover"] = float(((items[f"{name}_lo"] <= truth) & (truth <= items[f"{name}_hi"])).mean())
+        rec[f"{name}_error"] = [float(e) for e in items[f"{name}_mean"].to_numpy() - truth]
     d = post.documents.copy()
     d["true"] = [float(sim.truth.gains(int(q[1:]))[int(x.split("-d")[1])]) for q, x in zip(d["query_id"], d["doc_id"])]
     inside = (d["gain_lo"] <= d["true"]) & (d["true"] <= d["gain_hi"])
@@ -149,7 +178,8 @@ def evaluate_fit(post, sim, run: pd.DataFrame, *, n_bootstrap: int, seed: int) -
 def fit_one(windows, answers, model: str, method: str, args, seed: int):
     from rcp_jax.bayes import fit_posterior
 
-    kw = dict(model=model, method=method, seed=seed, num_samples=args.samples, warn=False)
+    kw = dict(model=model, method=method, seed=seed, num_samples=args.samples, warn=False,
+              item_sd=None if args.item_sd == "ridge" else float(args.item_sd))
     if method == "nuts":
         kw.update(num_warmup=args.warmup, num_chains=args.chains)
     elif method != "block_laplace":
@@ -157,6 +187,13 @@ def fit_one(windows, answers, model: str, method: str, args, seed: int):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fit_posterior(windows, answers, **kw)
+
+
+def _largest_mean_error(g: pd.DataFrame, column: str) -> float:
+    """Largest |mean over collections| of one criterion's posterior-mean error (NaN for records without it)."""
+    if column not in g or g[column].isna().any():
+        return float("nan")
+    return float(np.abs(np.mean(np.stack(g[column].to_numpy()), axis=0)).max())
 
 
 def summarise(records: list[dict]) -> pd.DataFrame:
@@ -171,7 +208,10 @@ def summarise(records: list[dict]) -> pd.DataFrame:
         bias = pd.DataFrame(list(g["system_bias"]))
         rows.append({
             "model": model, "method": method, "datasets": len(g),
-            "gamma": g["gamma_cover"].mean(), "beta": g["beta_cover"].mean(), "gain": g["gain_cover"].mean(),
+            "gamma": g["gamma_cover"].mean(), "beta": g["beta_cover"].mean(),
+            # the largest |mean error over collections| of one criterion: a bias the intervals cannot hold
+            "gamma_bias": _largest_mean_error(g, "gamma_error"), "beta_bias": _largest_mean_error(g, "beta_error"),
+            "gain": g["gain_cover"].mean(),
             "gain_min": g["gain_cover"].min(), "gain_max": g["gain_cover"].max(), "gain_low": g["gain_cover_low"].mean(),
             "gain_width": g["gain_width"].mean(),
             "system": float(sys_cov.drop(columns=["stage_a"]).to_numpy().mean()),
@@ -194,6 +234,7 @@ def summarise(records: list[dict]) -> pd.DataFrame:
 def markdown(table: pd.DataFrame) -> str:
     """The summary as the markdown table of ``benchmarks/RESULTS.md``."""
     cols = [("model", "model"), ("method", "method"), ("datasets", "datasets"), ("gamma", "gamma"), ("beta", "beta"),
+            ("gamma_bias", "gamma bias"), ("beta_bias", "beta bias"),
             ("gain", "gains"), ("gain_min", "gains min"), ("gain_max", "gains max"), ("gain_low", "gains < 0.2"),
             ("gain_width", "gain width"), ("system", "per-system"), ("system_info", "systems with own information"),
             ("system_judge", "judge-only systems"), ("system_comb", "per-system, combined"),
@@ -222,6 +263,9 @@ def main(argv=None) -> int:
     p.add_argument("--methods", nargs="+", default=["nuts", "laplace", "svi"],
                    choices=("nuts", "laplace", "svi", "block_laplace"))
     p.add_argument("--rubric-placements", type=float, default=6.7, help="rubric placements per document (default 6.7)")
+    p.add_argument("--item-sd", default=str(bayes.DEFAULT_ITEM_SD),
+                   help="prior SD of the item contrasts u, v (default: rcp_jax.fit_posterior's), or 'ridge' for the "
+                        "MAP ridge's 1 / sqrt(ridge NC), the prior before the sixteenth session")
     p.add_argument("--warmup", type=int, default=300)
     p.add_argument("--samples", type=int, default=300, help="draws per chain (NUTS) or from the guide")
     p.add_argument("--chains", type=int, default=4)

@@ -47,7 +47,21 @@ trade-off between ``tau`` and the spread of theta is resolved by the priors ``ta
 ``theta ~ N(0, sd_q^2)``. That trade-off is a curved ridge in the BT coordinates (``param="theta"``);
 samplers therefore use ``param="ability"``, which samples the calibrated ability ``tau theta`` (the
 quantity the rubric pins) and recovers ``theta = ability / tau``: the same model, an axis-aligned ridge.
-(iii) items - ``sum gamma = C`` and ``mean beta = 0`` as in the MAP.
+(iii) items - ``sum gamma = C`` and ``mean beta = 0`` as in the MAP. These two hard constraints pin the one
+invariance of the 2PL with per-query calibration (the affine map ``t -> a t + b`` of the latent scale with
+``gamma -> gamma / a``, ``beta -> a beta + b``, ``tau -> a tau``, ``alpha -> a alpha + b`` leaves every likelihood
+term and every gain unchanged; ``sum gamma = C`` fixes ``a = 1``, ``mean beta = 0`` fixes ``b = 0``), so gamma and
+beta are identified by the data, not by the priors on tau and alpha. A simulator's true items are comparable
+with the posterior's once they are on the same convention
+(``benchmarks.coverage.items_on_model_convention``).
+
+Item prior. Every model's default prior on the contrasts ``u, v`` is the MAP's ridge, ``N(0, 1 / (ridge NC))``
+with NC the number of answers, so the mode is the reference MAP. That prior *tightens as the data grow* (SD 0.32
+at NC = 100,000, 20 queries x 150 documents): it shrinks beta towards 0 and gamma towards equal by a fixed
+fraction (~2.5% of beta at the published items: beta_5 = 4.1 comes out ~0.10 low) that never vanishes while the
+posterior SDs shrink like ``1 / sqrt(NC)``, so the items' intervals miss the truth more often the larger the
+collection. :func:`rcp_jax.fit_posterior` therefore passes a fixed, weakly informative ``item_sd``
+(:data:`DEFAULT_ITEM_SD`) to the posterior methods; ``item_sd=None`` there restores the MAP's ridge prior.
 
 Frozen versus joint: :func:`calibration_model` conditions on the BT scores as if they were exact. Its
 gain intervals are calibrated when that holds (exact or very dense, low-noise tournaments) and too
@@ -74,6 +88,10 @@ from rcp_jax.models.irt import ALPHA_PRIOR_SD, DEFAULT_RIDGE, TAU_PRIOR_SD
 CRITERION, QUERY, DOC = "criterion", "query", "doc"
 #: Default weight (likelihood temperature) of the soft-label BT pseudo-likelihood: METHOD's own weights.
 DEFAULT_BT_WEIGHT = 1.0
+#: Prior SD of the item contrasts ``u, v`` in :func:`rcp_jax.fit_posterior`'s posteriors: fixed, whatever the
+#: number of answers (the MAP's ridge prior, ``1 / sqrt(ridge NC)``, tightens with NC and biases the items; see the
+#: module docstring). 3 is weak on the published items' scale (``|H^T beta| = 5.3``, log-gamma contrasts ~0.5).
+DEFAULT_ITEM_SD = 3.0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -263,7 +281,8 @@ def calibration_model(
             predictive, e.g. for simulation-based calibration).
         trials: float[Q, N, C] answers per (document, criterion); 0 on padding.
         ridge: the MAP ridge; prior ``u, v ~ N(0, 1 / (ridge NC))`` with NC = ``trials.sum()``.
-        item_sd: override the prior SD of ``u`` and ``v`` (default from ``ridge``).
+        item_sd: a fixed prior SD of ``u`` and ``v`` instead of the ridge's (which tightens with NC and biases the
+            items; :func:`rcp_jax.fit_posterior` passes :data:`DEFAULT_ITEM_SD`).
         tau_sd, alpha_sd: prior SDs: ``tau ~ N(1, tau_sd^2)`` truncated at 0, ``alpha ~ N(0, alpha_sd^2)``.
 
     Sites:

@@ -23,6 +23,10 @@ Coordinates: ``w_q`` are the Helmert contrasts of the calibrated ability ``tau t
 ``log tau`` makes the scale unconstrained, as NUTS and SVI sample it. Padding contrasts (``k >= n_q - 1``)
 carry a unit Gaussian so every block stays invertible; they never reach a likelihood and are zeroed in draws.
 
+Priors: the joint model's; the items' SD is :class:`Data`'s ``item_sd`` (:func:`rcp_jax.fit_posterior` passes the
+fixed :data:`rcp_jax.models.bayes.DEFAULT_ITEM_SD`: the MAP ridge's prior tightens with the number of answers and
+biases the items, see :mod:`rcp_jax.models.bayes`, "Item prior").
+
 Shapes: Q queries padded to N documents, C criteria, G = 2 (C - 1), M = N + 1; float32 like the other fits.
 """
 
@@ -67,12 +71,15 @@ class Data:
 
 
 def make_data(wins, n_docs, passes, trials, *, ridge: float = DEFAULT_RIDGE, bt_ridge: float = DEFAULT_RIDGE,
-              bt_weight: float = 1.0, tau_sd: float = TAU_PRIOR_SD, alpha_sd: float = ALPHA_PRIOR_SD) -> Data:
-    """:class:`Data` with the joint model's priors (``ridge``, ``bt_ridge`` as :func:`~rcp_jax.models.bayes.joint_model`)."""
+              bt_weight: float = 1.0, item_sd: float | None = None, tau_sd: float = TAU_PRIOR_SD,
+              alpha_sd: float = ALPHA_PRIOR_SD) -> Data:
+    """:class:`Data` with the joint model's priors (``ridge``, ``bt_ridge``, ``item_sd`` as
+    :func:`~rcp_jax.models.bayes.joint_model`: ``item_sd=None`` takes the ridge's ``1 / sqrt(ridge NC)``)."""
     wins = jnp.asarray(wins, jnp.float32)
     trials = jnp.asarray(trials, jnp.float32)
+    sd = float(item_prior_sd(trials, ridge)) if item_sd is None else float(item_sd)
     return Data(wins=wins, n_docs=jnp.asarray(n_docs, jnp.int32), passes=jnp.asarray(passes, jnp.float32),
-                trials=trials, bt_sd=bt_prior_sd(wins, bt_ridge), item_sd=float(item_prior_sd(trials, ridge)),
+                trials=trials, bt_sd=bt_prior_sd(wins, bt_ridge), item_sd=sd,
                 bt_weight=float(bt_weight), tau_sd=float(tau_sd), alpha_sd=float(alpha_sd))
 
 

@@ -111,14 +111,15 @@ def fit_progress(enabled: bool, *, check_queries: int = CHECK_QUERIES, desc: str
 
 
 def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt_weight: float, num_samples: int,
-                        seed: int, report=None, check_queries: int = CHECK_QUERIES, devices=None):
+                        seed: int, report=None, check_queries: int = CHECK_QUERIES, devices=None,
+                        item_sd: float | None = None):
     """Draws (:class:`rcp_jax.models.inference.Draws`, one "chain") of the joint model's block Laplace
     approximation, with the Newton solve's record and the NUTS check in ``info``.
 
     Args:
         inputs: :class:`rcp_jax.bayes.posterior.PosteriorInputs` of the joint model (``wins`` given).
         init: starting values ``w, tau, alpha, u, v`` (the MAP calibration of the BT MAP scores).
-        ridge, bt_ridge, bt_weight: the joint model's priors and BT weight.
+        ridge, bt_ridge, bt_weight, item_sd: the joint model's priors and BT weight (``item_sd=None``: the ridge's).
         num_samples, seed: the draws.
         report: a :class:`FitProgress` (a staged progress bar: Newton steps, item correction, draws, NUTS check),
             or None.
@@ -129,7 +130,7 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
 
     start = time.perf_counter()
     data = block_laplace.make_data(inputs.wins, inputs.n_docs, inputs.passes, inputs.trials, ridge=ridge,
-                                   bt_ridge=bt_ridge, bt_weight=bt_weight)
+                                   bt_ridge=bt_ridge, bt_weight=bt_weight, item_sd=item_sd)
     x0 = np.concatenate([np.asarray(init["w"]), np.log(np.asarray(init["tau"]))[:, None],
                          np.asarray(init["alpha"])[:, None]], axis=1)
     g0 = np.concatenate([np.asarray(init["u"]), np.asarray(init["v"])])
