@@ -105,10 +105,12 @@ def _check_dense_laplace(inputs: "PosteriorInputs") -> None:
             f"(`--method svi`: mean-field, linear in the documents) or 'nuts' for a collection this large"
         )
 MODELS = ("frozen", "joint", "rubric_only")
-#: Diagnostics thresholds (warned about): R-hat of gamma, beta, tau, alpha above ``RHAT_MAX``; R-hat of
-#: any gain above ``RHAT_MAX_GAIN`` (the maximum over thousands of gains exceeds 1.01 by chance alone even
-#: for well-mixed chains); bulk ESS of a parameter below ``ESS_PER_CHAIN_MIN`` per chain; any divergence.
-RHAT_MAX = 1.01
+#: Diagnostics thresholds (warned about): the largest R-hat of gamma, beta, tau, alpha above ``RHAT_MAX``; R-hat
+#: of any gain above ``RHAT_MAX_GAIN``; bulk ESS of a parameter below ``ESS_PER_CHAIN_MIN`` per chain; any
+#: divergence. Both R-hat limits bound a maximum over many parameters, which exceeds the per-parameter rule of 1.01
+#: by chance alone for well-mixed chains: over the ~2Q + 10 item and query parameters of 50 queries, 4 x 500 draws
+#: with ESS near the draws gave maxima of 1.008-1.011 (tests/bayes/test_inference.py), over thousands of gains more.
+RHAT_MAX = 1.015
 RHAT_MAX_GAIN = 1.05
 ESS_PER_CHAIN_MIN = 100
 
@@ -637,7 +639,7 @@ def fit_posterior(
         svi_steps, learning_rate: SVI settings; ``num_samples`` draws are taken from the guide.
         seed: PRNG seed (explicit).
         ci_prob: probability of the equal-tailed intervals in the tables and the arviz summary.
-        warn: warn about divergences, R-hat > 1.01 and low ESS. Degenerate data (``Posterior.flags``) is
+        warn: warn about divergences, the largest item or query R-hat > RHAT_MAX (1.015) and low ESS. Degenerate data (``Posterior.flags``) is
             warned whatever ``warn`` says, as :func:`rcp_jax.calibrate` warns it.
         joint_param: coordinates in which NUTS / SVI / Laplace explore the joint model's latent scores
             (:func:`rcp_jax.models.bayes.joint_model`, ``param``): ``ability`` (default; the calibrated ability
