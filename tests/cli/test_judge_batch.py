@@ -55,6 +55,13 @@ def fit(store: Path, out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((out / "calibration").iterdir()) if p.suffix in (".json", ".csv")}
 
 
+def evaluation(fitted: Path, runs: Path) -> dict:
+    """``rcp-jax evaluate --json`` of a fit on the demo's runs (per system and per query), without paths."""
+    out, _ = ok(cli("evaluate", "--calibration", fitted, "--runs", runs, "--json"))
+    payload = json.loads(out)
+    return {k: v for k, v in payload.items() if k not in ("calibration", "out", "runs", "wall_seconds", "figures")}
+
+
 @pytest.fixture(scope="module")
 def online(demo_tiny, tmp_path_factory):
     """The store and fit of online judging through the fake's chat endpoint."""
@@ -83,6 +90,8 @@ def test_batch_api_gives_the_online_store_and_fit(demo_tiny, online, tmp_path, m
     store, fitted = online
     assert comparable(tmp_path / "store") == comparable(store)
     assert fit(tmp_path / "store", tmp_path / "fit") == fitted
+    evaluated = evaluation(tmp_path / "fit", demo_tiny["runs"])
+    assert len(evaluated["systems"]) == 2 and evaluated == evaluation(store.parent / "fit", demo_tiny["runs"])
 
 
 def play_engine(folder: Path, server: FakeOpenAIServer, answered: Counter) -> int:
