@@ -150,20 +150,7 @@ async def judge_windows(
         raise JudgeInputError(f"stop_after_invalid must be an integer >= 0 (0: never stop), got {stop_after_invalid!r}")
     if processes is not None and (not isinstance(processes, int) or isinstance(processes, bool) or processes < 1):
         raise JudgeInputError(f"processes must be None or an integer >= 1, got {processes!r}")
-    windows = list(windows)
-    for w in windows:
-        if not isinstance(w, Window):
-            raise JudgeInputError(f"windows must be judging.Window objects, got {type(w).__name__}")
-    docs: PerQuery[str] = PerQuery(documents)
-    check_window_inputs(windows, docs, queries)
-
-    windows = stamp_images(windows, docs, getattr(judge, "image_limits", None))
-    # before any call: every image decodes, and no window hides a page-only document past the image limit
-    check_window_images(windows, docs, getattr(judge, "image_limits", None))
-    families = {stage: judge.family(stage) for stage in {w.stage for w in windows}}
-    keyed: dict[str, Window] = {}
-    for w in windows:
-        keyed.setdefault(record_id(families[w.stage], w), w)
+    docs, families, keyed = keyed_windows(windows, judge=judge, documents=documents, queries=queries)
 
     owned = not isinstance(store, JudgementStore)
     st = JudgementStore(store) if owned else store
@@ -338,6 +325,28 @@ def judgement_from_completion(
         system_fingerprint=completion.system_fingerprint,
         batch=batch,
     )
+
+
+def keyed_windows(windows: Iterable[Window], *, judge: BaseJudge, documents, queries: Mapping[str, str]
+                  ) -> tuple[PerQuery, dict[str, JudgeFamily], dict[str, Window]]:
+    """Check ``windows`` before any call (Window objects; every query and document text present; every page image
+    decodes and no window hides a page-only document past the judge's image limit) and key them by record id.
+
+    Returns ``(documents as PerQuery, {stage: the judge's family}, {record id: window})``; repeats of a window are
+    kept once, in the order given. Raises :class:`JudgeInputError`."""
+    windows = list(windows)
+    for w in windows:
+        if not isinstance(w, Window):
+            raise JudgeInputError(f"windows must be judging.Window objects, got {type(w).__name__}")
+    docs: PerQuery = PerQuery(documents)
+    check_window_inputs(windows, docs, queries)
+    windows = stamp_images(windows, docs, getattr(judge, "image_limits", None))
+    check_window_images(windows, docs, getattr(judge, "image_limits", None))
+    families = {stage: judge.family(stage) for stage in {w.stage for w in windows}}
+    keyed: dict[str, Window] = {}
+    for w in windows:
+        keyed.setdefault(record_id(families[w.stage], w), w)
+    return docs, families, keyed
 
 
 def policy(judge: BaseJudge, name: str, default: int) -> int:

@@ -46,17 +46,17 @@ from rcp_jax.judging.batch.journal import BatchJournal, JournalBatch, batch_key
 from rcp_jax.judging.batch.lines import request_line
 from rcp_jax.judging.errors import JudgeInputError
 from rcp_jax.judging.judge import BaseJudge, JudgeRequest
-from rcp_jax.judging.lookup import PerQuery, check_window_inputs
-from rcp_jax.judging.prompts.pages import check_window_images, stamp_images
+from rcp_jax.judging.lookup import PerQuery
 from rcp_jax.judging.run import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_STOP_AFTER_INVALID,
     invalid_verdict,
+    keyed_windows,
     last_invalid_answers,
     policy,
 )
 from rcp_jax.judging.store.jsonl import JudgementStore
-from rcp_jax.judging.store.records import JudgeFamily, Judgement, Window, record_id
+from rcp_jax.judging.store.records import JudgeFamily, Judgement, Window
 from rcp_jax.judging.transport.loop import run as run_interruptible
 
 log = logging.getLogger("rcp_jax.judging.batch.runner")
@@ -193,19 +193,8 @@ async def judge_windows_batch(
     if not callable(getattr(judge, "request_body", None)):
         raise JudgeInputError(f"judge {getattr(judge, 'model', judge)!r} cannot write batch requests: batch judging "
                               "needs a litellm judge (LiteLLMJudge), whose request bodies a batch carries")
-    windows = list(windows)
-    for w in windows:
-        if not isinstance(w, Window):
-            raise JudgeInputError(f"windows must be judging.Window objects, got {type(w).__name__}")
-    docs: PerQuery[Any] = PerQuery(documents)
-    check_window_inputs(windows, docs, queries)
-    windows = stamp_images(windows, docs, getattr(judge, "image_limits", None))
-    check_window_images(windows, docs, getattr(judge, "image_limits", None))
-    families = {stage: judge.family(stage) for stage in {w.stage for w in windows}}
-    keyed: dict[str, Window] = {}
-    for w in windows:
-        keyed.setdefault(record_id(families[w.stage], w), w)
-    phase = safe_name(phase) if phase else phase_name(windows)
+    docs, families, keyed = keyed_windows(windows, judge=judge, documents=documents, queries=queries)
+    phase = safe_name(phase) if phase else phase_name(list(keyed.values()))
 
     owned = not isinstance(store, JudgementStore)
     st = JudgementStore(store) if owned else store
