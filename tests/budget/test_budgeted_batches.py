@@ -4,28 +4,19 @@ batch backend answering with the same simulated judge)."""
 
 from __future__ import annotations
 
-import pytest
-
 from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from rcp_jax.budget import BudgetSettings, judge_budgeted
 from rcp_jax.budget.loop import BATCH_ROUND_SHARE, ROUND_SHARE
 from rcp_jax.budget.simulated import simulated_benchmark
-from rcp_jax.judging import LiteLLMJudge, read_judgements
+from rcp_jax.judging import LiteLLMJudge
 from tests.helpers.memory_batches import MemoryBatches
+from tests.helpers.store_records import comparable_records
 
 MODEL = "openai/fake-judge"
 
 
 def _comparable(folder) -> list[dict]:
-    out = []
-    for stage in ("tournament", "rubric"):
-        for j in read_judgements(folder, stage):
-            d = j.to_dict()
-            for k in ("started_at", "finished_at", "batch"):
-                d.pop(k, None)
-            d["usage"].pop("cost_usd")
-            out.append(d)
-    return sorted(out, key=lambda d: (d["record_id"], d["attempts"]))
+    return comparable_records(folder, without_cost=True)
 
 
 def _judge(url: str) -> LiteLLMJudge:

@@ -13,12 +13,13 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from rcp_jax.judging import SimulatedJudge, read_judgements  # noqa: E402
+from rcp_jax.judging import SimulatedJudge  # noqa: E402
 
 from benchmarks.fixtures.fake_batches import BatchFault, FakeBatchServer  # noqa: E402
 from benchmarks.fixtures.fake_server import FakeOpenAIServer  # noqa: E402
 from tests.helpers.cli_io import cli, ok  # noqa: E402
 from tests.helpers.memory_batches import window_key  # noqa: E402
+from tests.helpers.store_records import comparable_records  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -39,15 +40,8 @@ def fake_judge(latent) -> SimulatedJudge:
     return SimulatedJudge(latent, seed=2, malformed_rate=0.15)
 
 
-def comparable(folder: Path) -> list[dict]:
-    out = []
-    for stage in ("tournament", "rubric"):
-        for j in read_judgements(folder, stage):
-            d = j.to_dict()
-            for k in ("started_at", "finished_at", "batch"):
-                d.pop(k, None)
-            out.append(d)
-    return sorted(out, key=lambda d: (d["record_id"], d["attempts"]))
+def comparable(folder) -> list[dict]:
+    return comparable_records(folder)
 
 
 def fit(store: Path, out: Path) -> dict[str, bytes]:

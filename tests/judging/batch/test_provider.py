@@ -24,6 +24,7 @@ from rcp_jax.judging import (  # noqa: E402
 from rcp_jax.judging.batch.journal import BatchJournal  # noqa: E402
 
 from benchmarks.fixtures.fake_batches import BatchFault, FakeBatchServer  # noqa: E402
+from tests.helpers.store_records import comparable_records  # noqa: E402
 
 MODEL = "openai/fake-judge"
 KEY = "sk-test-batches"
@@ -70,14 +71,7 @@ def run_batch(data, url, folder, **kw):
 
 
 def comparable(folder) -> list[dict]:
-    out = []
-    for stage in ("tournament", "rubric"):
-        for j in read_judgements(folder, stage):
-            d = j.to_dict()
-            for k in ("started_at", "finished_at", "batch"):
-                d.pop(k, None)
-            out.append(d)
-    return sorted(out, key=lambda d: (d["record_id"], d["attempts"]))
+    return comparable_records(folder)
 
 
 def one_valid_each(folder, n: int) -> None:

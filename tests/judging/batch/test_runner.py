@@ -23,6 +23,7 @@ from rcp_jax.judging.batch.journal import BatchJournal
 
 from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from tests.helpers.memory_batches import MemoryBatches
+from tests.helpers.store_records import comparable_records
 
 MODEL = "openai/fake-judge"
 
@@ -55,16 +56,7 @@ def judge(api_base: str = "http://127.0.0.1:9/v1") -> LiteLLMJudge:
 
 
 def comparable(folder) -> list[dict]:
-    """Every record of a store as a dict without timestamps and the batch id, sorted."""
-    out = []
-    for stage in ("tournament", "rubric"):
-        for j in read_judgements(folder, stage):
-            d = j.to_dict()
-            for k in ("started_at", "finished_at", "batch"):
-                d.pop(k, None)
-            d["usage"].pop("cost_usd")
-            out.append(d)
-    return sorted(out, key=lambda d: (d["record_id"], d["attempts"]))
+    return comparable_records(folder, without_cost=True)
 
 
 def batch(data, folder, backend, **kw):
