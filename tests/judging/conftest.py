@@ -9,18 +9,8 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from benchmarks.fixtures.fake_server import FakeOpenAIServer  # noqa: E402
-from rcp_jax.judging import SimulatedJudge, Window, synthetic_dataset  # noqa: E402
-
-def make_windows(documents: dict[str, dict[str, str]], *, per_query: int = 3, size: int = 5) -> list[Window]:
-    """``per_query`` tournament and ``per_query`` rubric windows of ``size`` documents for each query."""
-    out = []
-    for qid, docs in documents.items():
-        ids = sorted(docs)
-        for s in range(per_query):
-            chunk = tuple(ids[(s * size + k) % len(ids)] for k in range(size))
-            out.append(Window(qid, "tournament", "round1", s, chunk))
-            out.append(Window(qid, "rubric", "balanced", s, chunk[::-1]))
-    return out
+from rcp_jax.judging import SimulatedJudge, synthetic_dataset  # noqa: E402
+from tests.helpers.judging_windows import make_windows  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ from rcp_jax.judging import (  # noqa: E402
     LiteLLMJudge,
     ProviderBatches,
     SimulatedJudge,
-    Window,
     judge_windows_batch_sync,
     judge_windows_sync,
     read_judgements,
@@ -25,20 +24,10 @@ from rcp_jax.judging.batch.journal import BatchJournal  # noqa: E402
 
 from benchmarks.fixtures.fake_batches import BatchFault, FakeBatchServer  # noqa: E402
 from tests.helpers.store_records import comparable_records  # noqa: E402
+from tests.helpers.judging_windows import make_windows  # noqa: E402
 
 MODEL = "openai/fake-judge"
 KEY = "sk-test-batches"
-
-
-def make_windows(documents, per_query: int = 3, size: int = 5) -> list[Window]:
-    out = []
-    for qid, docs in documents.items():
-        ids = sorted(docs)
-        for s in range(per_query):
-            chunk = tuple(ids[(s * size + k) % len(ids)] for k in range(size))
-            out.append(Window(qid, "tournament", "round1", s, chunk))
-            out.append(Window(qid, "rubric", "balanced", s, chunk[::-1]))
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from rcp_jax.judging import (
     JudgementStore,
     LiteLLMJudge,
     SimulatedJudge,
-    Window,
     judge_windows_batch_sync,
     judge_windows_sync,
     read_judgements,
@@ -24,19 +23,9 @@ from rcp_jax.judging.batch.journal import BatchJournal
 from benchmarks.fixtures.fake_server import FakeOpenAIServer
 from tests.helpers.memory_batches import MemoryBatches
 from tests.helpers.store_records import comparable_records
+from tests.helpers.judging_windows import make_windows  # noqa: E402
 
 MODEL = "openai/fake-judge"
-
-
-def make_windows(documents, per_query: int = 3, size: int = 5) -> list[Window]:
-    out = []
-    for qid, docs in documents.items():
-        ids = sorted(docs)
-        for s in range(per_query):
-            chunk = tuple(ids[(s * size + k) % len(ids)] for k in range(size))
-            out.append(Window(qid, "tournament", "round1", s, chunk))
-            out.append(Window(qid, "rubric", "balanced", s, chunk[::-1]))
-    return out
 
 
 @pytest.fixture(scope="module")
