@@ -18,6 +18,7 @@ Example (offline, simulated judge)::
 from __future__ import annotations
 
 import contextlib
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -260,9 +261,11 @@ class _Progress:
 
 
 class _BatchProgress:
-    """tqdm bar over the batch in flight of one phase: requests done of the batch, its status and age."""
+    """tqdm bar over the batch in flight of one phase: requests done of the batch, its status and age. Where
+    stderr is not a terminal (a job writing a log), ``log`` gets a line when the batch's status changes and at
+    most every :data:`BATCH_LOG_SECONDS` while it waits, so a log shows a wait of hours as it goes."""
 
-    def __init__(self, enabled: bool, desc: str):
+    def __init__(self, enabled: bool, desc: str, log: Callable[[str], None] | None = None):
         self.bar = None
         if enabled:
             try:
@@ -271,10 +274,24 @@ class _BatchProgress:
                 self.bar = tqdm(total=0, desc=f"{desc} (batch)", unit="req", leave=False, disable=None, mininterval=0.5)
             except ImportError:  # pragma: no cover
                 self.bar = None
+        self.desc, self.log = desc, log if enabled else None
+        self.last: tuple[str, str, float] | None = None  # (batch id, status, when logged)
         self.calls = 0
+
+    def _log_line(self, p) -> None:
+        if self.log is None or (self.bar is not None and not self.bar.disable) or not p.batch_id:
+            return
+        now = time.monotonic()
+        if self.last is not None and self.last[:2] == (p.batch_id, p.status) and now - self.last[2] < BATCH_LOG_SECONDS:
+            return
+        self.last = (p.batch_id, p.status, now)
+        minutes, secs = divmod(int(p.elapsed_s), 60)
+        self.log(f"{self.desc}: batch {p.batch_id} {p.status}, {p.completed:,} of {p.total:,} requests done, "
+                 f"{p.failed:,} failed, {minutes // 60}:{minutes % 60:02d}:{secs:02d} since it was created")
 
     def __call__(self, p) -> None:
         self.calls = p.calls
+        self._log_line(p)
         if self.bar is not None:
             self.bar.total = p.total
             self.bar.n = p.completed
@@ -288,12 +305,16 @@ class _BatchProgress:
             self.bar.close()
 
 
-async def _judge(windows, *, desc, progress, phase=None, batches=None, batch_poll=30.0, batch_wait=None,
+#: Seconds between two log lines of a batch that keeps its status (when stderr is not a terminal).
+BATCH_LOG_SECONDS = 300.0
+
+
+async def _judge(windows, *, desc, progress, phase=None, batches=None, batch_poll=30.0, batch_wait=None, log=None,
                  **kw) -> tuple[list[Judgement], int]:
     if batches is not None:  # the phase as one batch across all queries (rcp_jax.judging.batch)
         from rcp_jax.judging.batch.runner import judge_windows_batch
 
-        bar = _BatchProgress(progress, desc)
+        bar = _BatchProgress(progress, desc, log)
         kw.pop("concurrency", None)
         try:
             out = await judge_windows_batch(windows, progress=bar, batches=batches, phase=phase,
@@ -385,7 +406,7 @@ async def _judge_all(collection, pools, *, judge, store: JudgementStore, seed, c
     ds = check_store_identity(store, dataset=collection.dataset, seed=seed, config=config, pools=pools,
                               dataset_from_store=dataset_from_store, say=log, rubric=judge_rubric(judge))
     common = dict(judge=judge, store=store, documents=collection.documents, queries=collection.queries,
-                  concurrency=concurrency, **(batching or {}))
+                  concurrency=concurrency, log=log, **(batching or {}))
     calls = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", S.ScheduleWarning)
