@@ -35,7 +35,7 @@ SAVED_INFO = ("newton", "nuts_check", "item_shift")
 #: Newton steps of the items towards the mode of their Laplace-approximate marginal (each re-solves the query blocks'
 #: conditional modes; :func:`rcp_jax.models.block_laplace.marginal_item_mode`); 1: one linearised step from the joint
 #: mode (:func:`rcp_jax.models.block_laplace.marginal_item_shift`).
-ITEM_ITERATIONS = 4
+ITEM_ITERATIONS = 6
 #: Largest median gap (|endpoint difference| / exact interval width) the check accepts without a warning.
 CHECK_GAP_MAX = 0.1
 
@@ -149,6 +149,7 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
     # (ITEM_ITERATIONS; 1: the single linearised step of the fifteenth session)
     if report is not None:
         report.stage("item correction", None)
+    item_start = time.perf_counter()
     if ITEM_ITERATIONS <= 1:
         shift = block_laplace.marginal_item_shift(fit, data, seed=seed)
         fit = dataclasses.replace(fit, g_shift=shift)
@@ -156,6 +157,7 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         g_mode = fit.g
         fit = block_laplace.marginal_item_mode(fit, data, iterations=ITEM_ITERATIONS, seed=seed)
         shift = fit.g - g_mode
+    item_s = time.perf_counter() - item_start
     raw = block_laplace.sample_block_laplace(fit, seed, num_samples, n_docs=inputs.n_docs,
                                              progress=None if report is None else report.stage("draws", None))
     n, c = inputs.wins.shape[1], inputs.trials.shape[2]
@@ -165,7 +167,7 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         raise CalibrationError("block Laplace: non-finite draws (a query block's precision is near singular); fit "
                                "this collection with method 'svi' (mean-field) or 'nuts'")
     info = {"num_chains": 1, "num_samples": num_samples, "seed": seed, "newton": fit.info,
-            "item_shift": [float(v) for v in shift],
+            "item_shift": [float(v) for v in shift], "item_s": item_s,
             "fit_s": time.perf_counter() - start}
     if not fit.info["converged"]:
         warnings.warn(f"block Laplace: Newton did not converge in {fit.info['iterations']} steps (largest step "
