@@ -17,6 +17,9 @@ per query and one small ``[G, G]`` item block. Everything here exploits that:
   forward-over-reverse autodiff of an ``O(N C)`` function (no ``[M, N, N]`` temporaries);
 * **draws** - exact draws of the Gaussian at the mode: ``g`` from its marginal (precision = the Schur
   complement), then each ``x_q | g`` from its conditional (precision = the query's block), batched;
+* **items' mean** - the items' marginal is not Gaussian at the joint mode: quasi-Newton steps move them to the mode
+  of their Laplace-approximate marginal (:func:`marginal_item_mode`, each step re-solving the blocks' conditional
+  modes), where the Gaussian is factored again;
 * **check** - per query block, the log importance ratio ``log p - log q`` of every draw, for Pareto-k.
 
 Coordinates: ``w_q`` are the Helmert contrasts of the calibrated ability ``tau theta`` (the rubric pins them),

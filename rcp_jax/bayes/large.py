@@ -32,9 +32,10 @@ AUTO_NUTS_MAX_DOCS = 2_000
 CHECK_QUERIES = 3
 #: The block Laplace's records in ``Draws.info`` (dicts of plain values) that ``save_posterior`` keeps.
 SAVED_INFO = ("newton", "nuts_check", "item_shift")
-#: Newton steps of the items towards the mode of their Laplace-approximate marginal (each re-solves the query blocks'
-#: conditional modes; :func:`rcp_jax.models.block_laplace.marginal_item_mode`); 1: one linearised step from the joint
-#: mode (:func:`rcp_jax.models.block_laplace.marginal_item_shift`).
+#: Most quasi-Newton steps of the items towards the mode of their Laplace-approximate marginal (each re-solves the
+#: query blocks' conditional modes; :func:`rcp_jax.models.block_laplace.marginal_item_mode`; it stops earlier when a
+#: step is below 1e-3); 1: one linearised step from the joint mode
+#: (:func:`rcp_jax.models.block_laplace.marginal_item_shift`), the fifteenth session's items, which covered less.
 ITEM_ITERATIONS = 6
 #: Largest median gap (|endpoint difference| / exact interval width) the check accepts without a warning.
 CHECK_GAP_MAX = 0.1
@@ -145,8 +146,8 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         from rcp_jax.errors import CalibrationError
 
         raise CalibrationError(f"{exc}; fit this collection with method 'svi' (mean-field) or 'nuts'") from None
-    # the items' mean: Newton steps from the joint mode to their Laplace-marginal mode, the blocks re-solved at each
-    # (ITEM_ITERATIONS; 1: the single linearised step of the fifteenth session)
+    # the items' mean: quasi-Newton steps from the joint mode to their Laplace-marginal mode, the blocks re-solved at
+    # each (ITEM_ITERATIONS; 1: the single linearised step of the fifteenth session); the Gaussian is factored there
     if report is not None:
         report.stage("item correction", None)
     item_start = time.perf_counter()
