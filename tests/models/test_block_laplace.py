@@ -139,3 +139,64 @@ def test_the_log_determinants_gradient_is_its_finite_difference(small):
     rough = block_laplace.marginal_item_shift(fit, data, probes=8)
     assert np.all(np.isfinite(exact)) and np.abs(exact).max() < 1.0
     assert np.dot(exact, rough) > 0.5 * np.linalg.norm(exact) * np.linalg.norm(rough)
+
+
+def brute_laplace_marginal(data, x_start, n: int, c: int):
+    """The items' Laplace-approximate negative log marginal ``L(g) = sum_q [f_q(x_q*(g), g) + 1/2 log det
+    H_q(x_q*(g), g)] + prior(g)`` in float64, each block's mode by 40 plain Newton steps and its Hessian by dense
+    ``jax.hessian`` of the query's log density (none of the block-arrow machinery)."""
+    per_query = block_laplace._per_query(data)
+
+    def one(g, x, q):
+        f = lambda xx: block_laplace._local_nll(jnp.concatenate([xx, g]), q, data, n, c)  # noqa: E731
+        x = jax.lax.fori_loop(0, 40, lambda _, xx: xx - jnp.linalg.solve(jax.hessian(f)(xx), jax.grad(f)(xx)), x)
+        return f(x) + 0.5 * jnp.linalg.slogdet(jax.hessian(f)(x))[1]
+
+    @jax.jit
+    def marginal(g):
+        q64 = {k: (v.astype(jnp.float64) if v.dtype == jnp.float32 else v) for k, v in per_query.items()}
+        return jax.vmap(one, in_axes=(None, 0, 0))(g, x_start, q64).sum() + 0.5 * jnp.dot(g, g) / data.item_sd**2
+
+    return marginal
+
+
+def test_the_first_iteration_is_the_single_step(small):
+    inputs, data, _, _, fit = small
+    n = inputs.wins.shape[1]
+    moved = block_laplace.marginal_item_mode(fit, data, iterations=1)
+    np.testing.assert_allclose(moved.g, fit.g + block_laplace.marginal_item_shift(fit, data), atol=1e-6)
+    assert moved.info["item_iterations"] == 1 and moved.g_shift is None
+    np.testing.assert_allclose(moved.info["item_shift"], moved.g - fit.g)
+    # the blocks moved to their conditional modes given the shifted items
+    _, grad, _ = block_laplace._all_blocks(moved.x, jnp.asarray(moved.g, jnp.float32), data, 4)
+    assert float(jnp.max(jnp.abs(grad[:, : n + 1]))) < 1e-2
+
+
+@pytest.mark.slow  # the brute-force marginal compiles Newton through dense Hessians: ~35 s
+def test_the_iterated_items_reach_the_laplace_marginals_mode():
+    # the items' mean of the block Laplace is the mode of their Laplace-approximate marginal: here against that
+    # mode found by brute force (scipy BFGS on the marginal, every block re-optimised and its log det dense, float64)
+    from scipy.optimize import minimize
+
+    inputs, _, x0, g0 = collection(4, 12)
+    data = block_laplace.make_data(inputs.wins, inputs.n_docs, inputs.passes, inputs.trials, item_sd=3.0)
+    n, c = inputs.wins.shape[1], inputs.trials.shape[2]
+    fit = block_laplace.fit_block_laplace(data, x0, g0)
+    one_step = fit.g + block_laplace.marginal_item_shift(fit, data)
+    moved = block_laplace.marginal_item_mode(fit, data, iterations=12, tol=1e-5)
+    with jax.enable_x64(True):
+        marginal = brute_laplace_marginal(data, jnp.asarray(np.asarray(fit.x), jnp.float64), n, c)
+        value_grad = jax.jit(jax.value_and_grad(marginal))
+        best = minimize(lambda g: tuple(np.asarray(a, np.float64) for a in value_grad(jnp.asarray(g))), fit.g,
+                        jac=True, method="BFGS", options={"gtol": 1e-7})
+    assert best.success or np.max(np.abs(best.jac)) < 1e-4, best.message
+    # the one step from the joint mode falls short; the iterations land on the mode (float32 blocks)
+    assert np.max(np.abs(one_step - best.x)) > 3 * np.max(np.abs(moved.g - best.x))
+    np.testing.assert_allclose(moved.g, best.x, atol=2e-3)
+    assert moved.info["item_iterations"] <= 12 and moved.info["item_steps"][-1] < moved.info["item_steps"][0]
+    # the blocks sit at their conditional modes given the final items, and the draws are centred there
+    _, grad, _ = block_laplace._all_blocks(moved.x, jnp.asarray(moved.g, jnp.float32), data, 4)
+    assert float(jnp.max(jnp.abs(grad[:, : n + 1]))) < 1e-2
+    draws = block_laplace.sample_block_laplace(moved, seed=1, num_samples=4000)
+    sd = np.sqrt(np.diag(np.linalg.inv(moved.chol_items @ moved.chol_items.T)))
+    assert np.max(np.abs(draws["g"].mean(0) - moved.g) / sd) < 0.1
