@@ -117,7 +117,7 @@ def fit_progress(enabled: bool, *, check_queries: int = CHECK_QUERIES, desc: str
 
 def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt_weight: float, num_samples: int,
                         seed: int, report=None, check_queries: int = CHECK_QUERIES, devices=None,
-                        item_sd: float | None = None):
+                        item_sd: float | None = None, item_iterations: int = ITEM_ITERATIONS):
     """Draws (:class:`rcp_jax.models.inference.Draws`, one "chain") of the joint model's block Laplace
     approximation, with the Newton solve's record and the NUTS check in ``info``.
 
@@ -130,6 +130,8 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
             or None.
         check_queries: queries NUTS samples for the check (0: none).
         devices: the devices the query blocks are split over (default: all of ``jax.devices()``; one: no split).
+        item_iterations: most steps of the items towards their Laplace-marginal mode (:data:`ITEM_ITERATIONS`; 1:
+            the single linearised step).
     """
     from rcp_jax.models import block_laplace, inference
 
@@ -147,16 +149,16 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
 
         raise CalibrationError(f"{exc}; fit this collection with method 'svi' (mean-field) or 'nuts'") from None
     # the items' mean: quasi-Newton steps from the joint mode to their Laplace-marginal mode, the blocks re-solved at
-    # each (ITEM_ITERATIONS; 1: the single linearised step of the fifteenth session); the Gaussian is factored there
+    # each (item_iterations; 1: the single linearised step of the fifteenth session); the Gaussian is factored there
     if report is not None:
         report.stage("item correction", None)
     item_start = time.perf_counter()
-    if ITEM_ITERATIONS <= 1:
+    if item_iterations <= 1:
         shift = block_laplace.marginal_item_shift(fit, data, seed=seed)
         fit = dataclasses.replace(fit, g_shift=shift)
     else:
         g_mode = fit.g
-        fit = block_laplace.marginal_item_mode(fit, data, iterations=ITEM_ITERATIONS, seed=seed)
+        fit = block_laplace.marginal_item_mode(fit, data, iterations=item_iterations, seed=seed)
         shift = fit.g - g_mode
     item_s = time.perf_counter() - item_start
     raw = block_laplace.sample_block_laplace(fit, seed, num_samples, n_docs=inputs.n_docs,
