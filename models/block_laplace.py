@@ -246,12 +246,15 @@ class BlockLaplace:
         chol_local: float32[Q, M, M] lower Cholesky factor of each block's precision ``A_q``.
         coupling: float32[Q, M, G] ``A_q^-1 B_q`` (how a block's mean moves with the items).
         chol_items: float64[G, G] lower Cholesky factor of the items' marginal precision (Schur complement).
-        g_shift: float64[G] the items' mean minus their joint mode (:func:`marginal_item_shift`; zeros: none).
+        g_shift: float64[G] the items' mean minus ``g`` (:func:`marginal_item_shift`, or the exact-gradient step of
+            :mod:`rcp_jax.models.item_score`; None: none).
         info: ``iterations``, ``converged``, ``objective`` (F at the mode), ``max_step``, ``damping``,
             ``ridged_blocks``, ``devices``.
         queries: how many of the rows of ``x``, ``chol_local`` and ``coupling`` are real queries; the rest are
             dummy queries padding the query axis to a multiple of the devices (:func:`_spread`). None: all rows.
         mesh: the devices the query axis is split over (:func:`rcp_jax.models.query_shards.query_mesh`), or None.
+        item_curvature: float64[G, G] the curvature of the items' Laplace-approximate marginal at ``g`` (the
+            Schur complement BFGS-updated by :func:`marginal_item_mode`), or None (not estimated).
     """
 
     x: jax.Array
@@ -263,6 +266,7 @@ class BlockLaplace:
     g_shift: np.ndarray | None = None
     queries: int | None = None
     mesh: jax.sharding.Mesh | None = None
+    item_curvature: np.ndarray | None = None
 
     @property
     def n_queries(self) -> int:
@@ -607,4 +611,4 @@ def marginal_item_mode(fit: "BlockLaplace", data: Data, *, iterations: int = 6, 
     info = {**fit.info, "ridged_blocks": ridged, "item_iterations": len(steps), "item_steps": steps,
             "item_shift": [float(v) for v in g - fit.g]}
     return dataclasses.replace(fit, x=x, g=g, chol_local=chol_local, coupling=coupling, chol_items=chol_items,
-                               g_shift=None, info=info)
+                               g_shift=None, info=info, item_curvature=curvature)

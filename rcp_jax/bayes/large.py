@@ -31,12 +31,18 @@ AUTO_NUTS_MAX_DOCS = 2_000
 #: Queries whose exact conditional posterior NUTS samples to check the block Laplace (0: no check).
 CHECK_QUERIES = 3
 #: The block Laplace's records in ``Draws.info`` (dicts of plain values) that ``save_posterior`` keeps.
-SAVED_INFO = ("newton", "nuts_check", "item_shift")
+SAVED_INFO = ("newton", "nuts_check", "item_shift", "exact_items")
 #: Most quasi-Newton steps of the items towards the mode of their Laplace-approximate marginal (each re-solves the
 #: query blocks' conditional modes; :func:`rcp_jax.models.block_laplace.marginal_item_mode`; it stops earlier when a
 #: step is below 1e-3); 1: one linearised step from the joint mode
 #: (:func:`rcp_jax.models.block_laplace.marginal_item_shift`), the fifteenth session's items, which covered less.
 ITEM_ITERATIONS = 6
+#: Queries whose exact conditional posterior HMC samples for the items' exact marginal gradient (Fisher's identity,
+#: :mod:`rcp_jax.models.item_score`): every query up to this many, a random sample above; 0: the items stay at their
+#: Laplace-marginal mode.
+EXACT_ITEM_QUERIES = 64
+#: Largest R-hat of the exact gradient's HMC chains (the sampled queries' summed gradient) without a warning.
+EXACT_RHAT_MAX = 1.05
 #: Largest median gap (|endpoint difference| / exact interval width) the check accepts without a warning.
 CHECK_GAP_MAX = 0.1
 
@@ -117,7 +123,8 @@ def fit_progress(enabled: bool, *, check_queries: int = CHECK_QUERIES, desc: str
 
 def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt_weight: float, num_samples: int,
                         seed: int, report=None, check_queries: int = CHECK_QUERIES, devices=None,
-                        item_sd: float | None = None, item_iterations: int = ITEM_ITERATIONS):
+                        item_sd: float | None = None, item_iterations: int = ITEM_ITERATIONS,
+                        exact_item_queries: int = EXACT_ITEM_QUERIES):
     """Draws (:class:`rcp_jax.models.inference.Draws`, one "chain") of the joint model's block Laplace
     approximation, with the Newton solve's record and the NUTS check in ``info``.
 
@@ -132,8 +139,10 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         devices: the devices the query blocks are split over (default: all of ``jax.devices()``; one: no split).
         item_iterations: most steps of the items towards their Laplace-marginal mode (:data:`ITEM_ITERATIONS`; 1:
             the single linearised step).
+        exact_item_queries: queries sampled by HMC for the step from there to the exact marginal's mode
+            (:data:`EXACT_ITEM_QUERIES`; 0: none; needs ``item_iterations > 1``).
     """
-    from rcp_jax.models import block_laplace, inference
+    from rcp_jax.models import block_laplace, inference, item_score
 
     start = time.perf_counter()
     data = block_laplace.make_data(inputs.wins, inputs.n_docs, inputs.passes, inputs.trials, ridge=ridge,
@@ -160,6 +169,11 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         g_mode = fit.g
         fit = block_laplace.marginal_item_mode(fit, data, iterations=item_iterations, seed=seed)
         shift = fit.g - g_mode
+    exact = None
+    if exact_item_queries > 0 and item_iterations > 1:
+        exact = exact_items(fit, data, queries=exact_item_queries, seed=seed)
+        fit = item_score.with_item_shift(fit, exact.pop("shift"), exact.pop("shift_cov"))
+        shift = fit.g + fit.g_shift - g_mode
     item_s = time.perf_counter() - item_start
     raw = block_laplace.sample_block_laplace(fit, seed, num_samples, n_docs=inputs.n_docs,
                                              progress=None if report is None else report.stage("draws", None))
@@ -170,7 +184,7 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         raise CalibrationError("block Laplace: non-finite draws (a query block's precision is near singular); fit "
                                "this collection with method 'svi' (mean-field) or 'nuts'")
     info = {"num_chains": 1, "num_samples": num_samples, "seed": seed, "newton": fit.info,
-            "item_shift": [float(v) for v in shift], "item_s": item_s,
+            "item_shift": [float(v) for v in shift], "item_s": item_s, **({"exact_items": exact} if exact else {}),
             "fit_s": time.perf_counter() - start}
     if not fit.info["converged"]:
         warnings.warn(f"block Laplace: Newton did not converge in {fit.info['iterations']} steps (largest step "
@@ -182,6 +196,28 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
                                             f"NUTS check on {min(check_queries, inputs.wins.shape[0])} queries", None))
     info["wall_s"] = time.perf_counter() - start
     return inference.Draws(samples=block_laplace.samples_as_sites(raw, n, c), method="block_laplace", info=info)
+
+
+def exact_items(fit, data, *, queries: int, seed: int) -> dict:
+    """The items' step from their Laplace-marginal mode to the exact marginal's mode
+    (:func:`rcp_jax.models.item_score.item_correction`) and its record: ``shift`` and ``shift_cov`` (popped by the
+    caller), ``queries`` (how many were sampled), ``shift_sd`` (the step's SDs, float list), ``min_accept`` (the
+    lowest HMC acceptance rate of a query), ``max_rhat`` (rank R-hat of the sampled queries' summed item gradient,
+    the quantity the step rests on, worst item) and ``wall_s``."""
+    from rcp_jax.bayes.diagnostics import rank_rhat
+    from rcp_jax.models import item_score
+
+    start = time.perf_counter()
+    out = item_score.item_correction(fit, data, queries=queries, seed=seed, curvature=fit.item_curvature)
+    summed = out["exact"]["chains"].sum(axis=2)  # [chains, S, G]: each draw's gradient summed over the queries
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rhat = float(np.nanmax(rank_rhat(summed)))
+    return {"shift": out["shift"], "shift_cov": out["shift_cov"], "queries": int(len(out["queries"])),
+            "step": [float(v) for v in out["shift"]],
+            "shift_sd": [float(v) for v in np.sqrt(np.diag(out["shift_cov"]))],
+            "min_accept": float(np.min(out["exact"]["accept"])), "max_rhat": rhat,
+            "wall_s": time.perf_counter() - start}
 
 
 def nuts_check(inputs, fit, data, *, n_queries: int, seed: int, bt_ridge: float, bt_weight: float,
@@ -243,6 +279,10 @@ def nuts_check(inputs, fit, data, *, n_queries: int, seed: int, bt_ridge: float,
 def block_diagnostics(info: dict) -> dict:
     """The block Laplace's entries of :attr:`rcp_jax.Posterior.diagnostics`: the Newton solve and the NUTS check."""
     out = {"newton_iterations": int(info["newton"]["iterations"]), "newton_converged": bool(info["newton"]["converged"])}
+    exact = info.get("exact_items")
+    if exact:
+        out.update(exact_item_queries=exact["queries"], exact_item_max_rhat=exact["max_rhat"],
+                   exact_item_min_accept=exact["min_accept"])
     check = info.get("nuts_check")
     if check:
         out.update(check_median_gap=check["median_gap"], check_p90_gap=check["p90_gap"],
@@ -255,6 +295,10 @@ def block_problems(diag: dict) -> list[str]:
     problems = []
     if diag.get("newton_converged") is False:
         problems.append(f"block Laplace: Newton stopped after {diag['newton_iterations']} steps short of the mode")
+    rhat = diag.get("exact_item_max_rhat")
+    if rhat is not None and np.isfinite(rhat) and rhat > EXACT_RHAT_MAX:
+        problems.append(f"block Laplace: the HMC chains behind the items' exact gradient disagree (R-hat {rhat:.3f} > "
+                        f"{EXACT_RHAT_MAX}); the items' mean may be off: compare with method 'nuts' on a subset")
     gap = diag.get("check_median_gap")
     if gap is not None and np.isfinite(gap) and gap > CHECK_GAP_MAX:
         problems.append(f"block Laplace: its gain intervals differ from NUTS's on {diag['check_queries']} checked "
