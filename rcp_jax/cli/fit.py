@@ -11,7 +11,7 @@ from rcp_jax.cli._paths import folder
 NAME = "fit"
 HELP = "fit Bradley-Terry and the 2PL calibration from a judgement store and write the calibration"
 MODELS = ("frozen", "joint", "rubric-only")
-METHODS = ("map", "auto", "nuts", "svi", "laplace", "block-laplace")
+METHODS = ("auto", "map", "nuts", "svi", "laplace", "block-laplace")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,8 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=METHODS, default="auto",
                    help="how the calibration's uncertainty is fitted; every method also writes the MAP calibration "
                         "(calibration/). auto (default): a posterior, written to posterior/, by NUTS up to 2,000 "
-                        "documents and block-laplace above (svi for --calibration-model rubric-only), and says which "
-                        "and why (with --judges: map, whose pooled fit has intervals from the Hessian); map: the point "
+                        "documents and above them block-laplace (svi for --calibration-model rubric-only), and says "
+                        "which and why (with --judges: map, whose pooled fit has intervals from the Hessian); map: the point "
                         "fit only, no posterior, in seconds (frozen: the MAP; rubric-only: marginal ML); or a "
                         "posterior by nuts, svi (AutoNormal), laplace (AutoLaplaceApproximation, dense: small "
                         "collections) or block-laplace (joint model, any size: the Gaussian at the exact mode factored "
