@@ -15,9 +15,9 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judges", default=None, metavar="A,B",
                    help="pool these judges of the store into one calibration: comma-separated model strings, judge "
                         "names or family-id prefixes, each optionally renamed as NAME=MODEL; criteria shared, one "
-                        "severity offset (and scale) per judge, each with an interval (--method map: from the "
-                        "Hessian; --method nuts: posterior). Writes judges/ for `rcp-jax compare --by-judge` "
-                        "(default: none, one judge)")
+                        "severity offset (and scale) per judge, each with an interval (--method map, and auto, the "
+                        "default: from the Hessian; --method nuts: posterior). Writes judges/ for `rcp-jax compare "
+                        "--by-judge` (default: none, one judge)")
     p.add_argument("--same-scale", action="store_true",
                    help="with --judges: fit severities only, every judge's discrimination scale fixed at 1 "
                         "(default: a scale per judge, geometric mean 1)")
@@ -69,6 +69,12 @@ def agreement_lines(agreement) -> list[str]:
     return lines
 
 
+#: What ``fit --judges`` with ``--method auto`` (fit's default) runs, and why: the pooled MAP already gives each
+#: judge's offsets an interval, so the default stays the fit of seconds.
+AUTO_JUDGES = ("map: several judges pooled, whose MAP gives each judge's offsets an interval from the Hessian in "
+               "seconds (--method nuts for posterior intervals)")
+
+
 def run_fit(args) -> int:
     """``rcp-jax fit --judges``: the pooled calibration of several judges."""
     import warnings
@@ -82,9 +88,10 @@ def run_fit(args) -> int:
     if args.calibration_model not in (None, "frozen"):
         raise DataError(f"--judges pools the frozen-BT 2PL; --calibration-model {args.calibration_model} has no pooled "
                         "version: leave --calibration-model out (or pass --calibration-model frozen)")
-    if args.method not in ("map", "nuts"):
-        raise DataError(f"--judges takes --method map (intervals from the Hessian) or nuts (posterior intervals), "
-                        f"not {args.method}")
+    if args.method not in ("auto", "map", "nuts"):
+        raise DataError(f"--judges takes --method map (intervals from the Hessian; what the default, auto, runs) or "
+                        f"nuts (posterior intervals), not {args.method}")
+    method = "map" if args.method == "auto" else args.method
     for name in ("warmup", "draws", "chains"):
         value = getattr(args, name)
         if value < (0 if name == "warmup" else 1):
@@ -97,14 +104,14 @@ def run_fit(args) -> int:
                   for j in judges}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fit = fit_judges(tables, fit_scale=not args.same_scale, method=args.method, num_warmup=args.warmup,
+        fit = fit_judges(tables, fit_scale=not args.same_scale, method=method, num_warmup=args.warmup,
                          num_samples=args.draws, num_chains=args.chains, seed=args.seed, float64=args.float64)
     notes = list(dict.fromkeys(str(w.message) for w in caught))
     paths = save_judges_fit(fit, args.out)
     atomic_write_csv(args.out / "bt.csv", fit.bt)
     cal = fit.calibration
-    how = "from the Hessian at the MAP" if args.method == "map" else "NUTS posterior"
-    payload = {"method": args.method, "judges": [{"name": j.name, "model": j.model, "families": dict(j.families),
+    how = "from the Hessian at the MAP" if method == "map" else "NUTS posterior"
+    payload = {"method": method, **({"auto": AUTO_JUDGES} if args.method == "auto" else {}), "judges": [{"name": j.name, "model": j.model, "families": dict(j.families),
                                                   **({"served_model": j.served} if j.served is not None else {})}
                                                  for j in judges],
                "queries": int(cal.queries["calibrated"].sum()), "documents": int(cal.documents["gain"].notna().sum()),
@@ -118,7 +125,9 @@ def run_fit(args) -> int:
              "gamma: " + " ".join(f"{c}={g:.3f}" for c, g in zip(cal.criteria, cal.gamma)),
              "beta:  " + " ".join(f"{c}={b:+.3f}" for c, b in zip(cal.criteria, cal.beta)),
              *offsets_lines(fit.offsets, fit.ci_prob, how), *agreement_lines(fit.agreement)]
-    if args.method == "nuts":
+    if "auto" in payload:
+        lines.insert(1, f"method auto chose {AUTO_JUDGES}")
+    if method == "nuts":
         i = fit.info
         lines.append(f"NUTS: {i['num_chains']} chains x {i['num_draws']} draws, {i['divergences']} divergences, "
                      f"max R-hat {i['max_rhat']:.3f}, min ESS {i['min_ess']:.0f}")

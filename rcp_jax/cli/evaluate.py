@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "forest plot pairs_forest.png)")
     p.add_argument("--posterior", action="store_true",
                    help="also report posterior intervals and P(A > B) from the posterior draws beside the calibration "
-                        "(`rcp-jax fit --method nuts|svi|laplace`, any --calibration-model)")
+                        "(what `rcp-jax fit` writes by default, or with --method nuts|svi|laplace|block-laplace; not --method map)")
     p.add_argument("--no-plots", action="store_true",
                    help="skip the figures written with --out (default: drawn): leaderboard.png (each system's mean "
                         "with a 95%% bootstrap interval over queries, or the posterior interval of RCP-nDCG with "

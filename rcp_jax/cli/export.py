@@ -15,8 +15,8 @@ _FORMAT_HELP = (
     ".csv/.tsv/.parquet by --out's extension; trec: `query_id 0 doc_id grade` with grade = round(gain * --scale) "
     "(at least 1) for trec_eval, pytrec_eval, ir_measures, ranx; mteb: the MTEB float-gain layout, a TSV with "
     "header query-id, corpus-id, gain (BEIR's qrels columns, float gains in the third); draws: the posterior draws of the gains, long "
-    "(draw, query_id, doc_id, gain) as .csv/.tsv/.parquet (needs a posterior: `rcp-jax fit --method "
-    "nuts|svi|laplace`)"
+    "(draw, query_id, doc_id, gain) as .csv/.tsv/.parquet (needs a posterior: what `rcp-jax fit` writes by "
+    "default, not with --method map)"
 )
 
 
@@ -55,7 +55,8 @@ def run(args) -> int:
         raise DataError("--header and --scale are for --format trec only; drop them")
     if args.format == "draws" and not has_posterior:
         raise DataError(f"--format draws needs a posterior and {post_dir} holds none; fit one with `rcp-jax fit "
-                        "--method nuts|svi|laplace --out ...`, or export --format gains")
+                        "--store ... --out ...` (its default, --method auto, writes one; --method map does not), or "
+                        "export --format gains")
     posterior = None
     if has_posterior and args.format in ("gains", "draws"):
         from rcp_jax.bayes.posterior import load_posterior

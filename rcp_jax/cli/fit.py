@@ -11,7 +11,7 @@ from rcp_jax.cli._paths import folder
 NAME = "fit"
 HELP = "fit Bradley-Terry and the 2PL calibration from a judgement store and write the calibration"
 MODELS = ("frozen", "joint", "rubric-only")
-METHODS = ("map", "auto", "nuts", "svi", "laplace", "block-laplace")
+METHODS = ("auto", "map", "nuts", "svi", "laplace", "block-laplace")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,20 +24,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "store's own rubric names the criteria)")
     p.add_argument("--calibration-model", choices=MODELS, default=None, dest="calibration_model",
                    help="the statistical model of the calibration (not the LLM: that is judge's --model). "
-                        "joint (the default with --method nuts/svi/laplace): BT scores latent, so tournament noise "
-                        "flows into the gains and their 90%% intervals cover the truth at about 90%% on noisy tournaments; "
-                        "frozen (the default with --method map): 2PL on the BT scores taken as exact, whose intervals "
-                        "leave the tournament's noise out (too narrow on noisy tournaments); rubric-only: 2PL on the "
-                        "rubric answers alone")
+                        "joint (the default with --method auto, nuts, svi, laplace or block-laplace): BT scores latent, "
+                        "so tournament noise flows into the gains and their 90%% intervals cover the truth at about 90%% "
+                        "on noisy tournaments; frozen (the default with --method map and with --judges): 2PL on the BT "
+                        "scores taken as exact, whose intervals leave the tournament's noise out (too narrow on noisy "
+                        "tournaments); rubric-only: 2PL on the rubric answers alone")
     p.add_argument("--model", choices=MODELS, default=None, dest="calibration_model", action=_DeprecatedModel,
                    help="deprecated spelling of --calibration-model (warned; to be removed: --model names the LLM "
                         "judge in `judge` and `doctor`)")
-    p.add_argument("--method", choices=METHODS, default="map",
-                   help="map (default): point fit only (frozen: the MAP; rubric-only: marginal ML); a posterior, "
-                        "written to posterior/: auto (NUTS up to 2,000 documents, block-laplace above, and says which "
-                        "and why), nuts, svi (AutoNormal), laplace (AutoLaplaceApproximation, dense: small collections) "
-                        "or block-laplace (joint model, any size: the Gaussian at the exact mode factored per query, "
-                        "checked against NUTS on 3 queries; 1,000 queries x 150 documents in minutes)")
+    p.add_argument("--method", choices=METHODS, default="auto",
+                   help="how the calibration's uncertainty is fitted; every method also writes the MAP calibration "
+                        "(calibration/). auto (default): a posterior, written to posterior/, by NUTS up to 2,000 "
+                        "documents and above them block-laplace (svi for --calibration-model rubric-only), and says "
+                        "which and why (with --judges: map, whose pooled fit has intervals from the Hessian); map: the point "
+                        "fit only, no posterior, in seconds (frozen: the MAP; rubric-only: marginal ML); or a "
+                        "posterior by nuts, svi (AutoNormal), laplace (AutoLaplaceApproximation, dense: small "
+                        "collections) or block-laplace (joint model, any size: the Gaussian at the exact mode factored "
+                        "per query, checked against NUTS on 3 queries; 1,000 queries x 150 documents in minutes)")
     p.add_argument("--float64", action="store_true", help="fit the point calibration in double precision")
     p.add_argument("--warmup", type=int, default=1000,
                    help="NUTS warmup iterations per chain (default 1000: the per-query tau and alpha are correlated, and a diagonal mass matrix needs the longer adaptation for R-hat < 1.01)")
@@ -81,8 +84,8 @@ def check_arguments(args) -> None:
     if args.calibration_model == "joint" and args.method == "map":
         raise DataError(
             "--calibration-model joint has no point fit: the joint model exists to carry tournament noise into the "
-            "gains, so use --method nuts (or svi / laplace, its fast approximations); for a MAP use "
-            "--calibration-model frozen"
+            "gains, so leave --method out (auto: NUTS, or block-laplace on large collections) or pass --method nuts "
+            "(or svi / laplace / block-laplace, its fast approximations); for a MAP use --calibration-model frozen"
         )
     for name in ("warmup", "draws", "chains", "svi_steps"):
         value = getattr(args, name)
@@ -187,8 +190,8 @@ def run(args) -> int:
     if "posterior" in payload:
         lines[1:2] = _posterior_item_lines(payload["items_posterior"], payload["ci_prob"], dict(zip(cal.criteria, cal.labels)))
         d = payload["diagnostics"]
-        if "auto" in payload:
-            lines.append(f"method auto chose {payload['auto']}")
+        if "auto" in payload:  # right under the first line: which method ran, why, and how to skip it
+            lines.insert(1, auto_line(payload["auto"]))
         if payload["posterior_method"] == "block_laplace":
             lines.append(_block_laplace_line(d))
         if payload["posterior_method"] == "nuts":
@@ -201,6 +204,12 @@ def run(args) -> int:
             lines.append(f"item curves with posterior bands: {payload['figure']}")
     emit(args, payload, "\n".join(lines))
     return 0
+
+
+def auto_line(reason: str) -> str:
+    """The one line that says what ``--method auto`` (the default) ran and why (``reason``: ``"<method>: why"``,
+    from :func:`rcp_jax.bayes.large.choose_method`), and that ``--method map`` is the point fit alone."""
+    return f"method auto chose {reason} (--method map: the point fit only, no posterior)"
 
 
 def _block_laplace_line(d: dict) -> str:

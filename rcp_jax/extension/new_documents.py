@@ -71,7 +71,8 @@ def find_new_documents(
             or calibration.documents["theta_bt"].isna().all():
         raise DataError(
             f"the calibration is {calibration.method!r}, without Bradley-Terry scores to anchor new documents to; "
-            "extend a frozen-BT calibration (`rcp-jax fit --out DIR` with --calibration-model frozen, the default of --method map)"
+            "extend the calibration `rcp-jax fit --out DIR` writes with the joint (the default) or frozen model, not "
+            "--calibration-model rubric-only"
         )
     top = top_documents(runs, depth, systems)
     if top.empty:

@@ -58,7 +58,7 @@ def stores(demo_tiny, tmp_path_factory):
 
 
 def _fit(cli, store, out):
-    res = cli("fit", "--store", str(store), "--out", str(out), "--no-plots", "--json")
+    res = cli("fit", "--store", str(store), "--out", str(out), "--method", "map", "--no-plots", "--json")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
@@ -71,7 +71,7 @@ def test_fit_warns_on_a_positional_store_and_not_on_a_good_one(stores, cli, tmp_
     assert any("rcp-jax doctor" in w for w in bad["warnings"])
     on_disk = json.loads((tmp_path / "bad" / "fit.json").read_text())
     assert on_disk["answer_quality"] == bad["answer_quality"]
-    text = cli("fit", "--store", str(stores["positional"]), "--out", str(tmp_path / "bad2"), "--no-plots").stdout
+    text = cli("fit", "--store", str(stores["positional"]), "--out", str(tmp_path / "bad2"), "--method", "map", "--no-plots").stdout
     assert "warning: the judge's answers ignore the documents (repeated)" in text
 
     good = _fit(cli, stores["good"], tmp_path / "good")

@@ -78,7 +78,7 @@ def test_a_three_criterion_rubric_goes_through_judge_fit_and_doctor(judged):
     assert {r["family"]["rubric"]["hash"] for r in records} == {load_rubric(judged["rubric"]).hash}
     assert all(len(a) == 3 for r in records if r["valid"] for a in r["criteria"].values())
 
-    rc, out, err = cli("fit", "--store", str(judged["store"]), "--out", str(judged["fit"]), "--no-plots",
+    rc, out, err = cli("fit", "--store", str(judged["store"]), "--out", str(judged["fit"]), "--method", "map", "--no-plots",
                        "--rubric", str(judged["rubric"]))
     assert rc == 0, err
     assert "criteria (rubric 'support'):" in out and "C3 Complete answer" in out and "C5" not in out

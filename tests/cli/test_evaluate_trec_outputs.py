@@ -26,7 +26,7 @@ def fitted(demo_tiny, tmp_path_factory):
     folder = tmp_path_factory.mktemp("evaluate_trec")
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["judge", "--rows", str(demo_tiny["rows"]), "--store", str(folder / "store"), "--quiet"]) == 0
-        assert main(["fit", "--store", str(folder / "store"), "--out", str(folder / "fit"), "--no-plots"]) == 0
+        assert main(["fit", "--store", str(folder / "store"), "--out", str(folder / "fit"), "--method", "map", "--no-plots"]) == 0
     return folder / "fit"
 
 

@@ -49,7 +49,7 @@ def test_judge_fit_evaluate_round_trip(tiny, cli):
     assert json.loads(first.stdout)["calls"] > 0
     again = cli("judge", "--rows", str(rows), "--store", str(store), "--json")
     assert json.loads(again.stdout)["calls"] == 0
-    fit = cli("fit", "--store", str(store), "--out", str(fitted), "--json")
+    fit = cli("fit", "--store", str(store), "--out", str(fitted), "--method", "map", "--json")
     assert fit.returncode == 0, fit.stderr
     info = json.loads(fit.stdout)
     assert info["queries"] == 3 and info["documents"] == 24 and abs(sum(info["gamma"]) - 5) < 1e-4
@@ -76,7 +76,7 @@ def test_fit_refuses_a_store_mixing_judge_families(tiny, tmp_path):
     for model in ("simulated-a", "simulated-b"):
         judge_collection_sync(collection, judge=SimulatedJudge(latent, model=model), store=tmp_path, progress=False)
     assert main(["fit", "--store", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
-    assert main(["fit", "--store", str(tmp_path), "--out", str(tmp_path / "x"), "--family", "simulated-b"]) == 0
+    assert main(["fit", "--store", str(tmp_path), "--out", str(tmp_path / "x"), "--family", "simulated-b", "--method", "map"]) == 0
 
 
 def test_usage_errors_exit_2_with_a_message(tiny, capsys):
@@ -99,7 +99,7 @@ def test_console_script_keeps_a_persistent_compilation_cache(tiny, cli, tmp_path
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
     env.update(RCP_JAX_CACHE_DIR=str(tmp_path / "cache"), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     done = subprocess.run([sys.executable, "-m", "rcp_jax", "fit", "--store", str(store), "--out", str(tmp_path / "fit"),
-                           "--no-plots"], capture_output=True, text=True, env=env)
+                           "--method", "map", "--no-plots"], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert any((tmp_path / "cache").glob("jit_*")), "no compiled program was cached"
     # the CLI's own set-up with the cache switched off, then JAX's view of it (no fit needed to see it)

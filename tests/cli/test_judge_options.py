@@ -163,7 +163,7 @@ def test_fit_refusal_lists_the_invalid_answers(demo_tiny, tiny_inputs, tmp_path,
     bad = SimulatedJudge({q: {d: 0.0 for d in docs} for q, docs in documents.items()}, malformed_rate=1.0, seed=1)
     judge_windows_sync(windows, judge=bad, store=tmp_path / "store", documents=documents, queries=queries,
                        max_attempts=1, stop_after_invalid=0)
-    rc = main(["fit", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "fit"), "--no-plots"])
+    rc = main(["fit", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "fit"), "--method", "map", "--no-plots"])
     err = capsys.readouterr().err
     assert rc == 2
     assert f"{len(windows)} invalid answer(s) of {len(windows)}" in err

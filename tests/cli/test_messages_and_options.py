@@ -100,7 +100,7 @@ def fitted(judged):
     import io
 
     with contextlib.redirect_stdout(io.StringIO()):
-        assert main(["fit", "--store", str(store), "--out", str(folder / "fit"), "--no-plots", "--json"]) == 0
+        assert main(["fit", "--store", str(store), "--out", str(folder / "fit"), "--method", "map", "--no-plots", "--json"]) == 0
     return folder / "fit"
 
 
@@ -170,19 +170,21 @@ def test_other_model_listings_are_not_taken_for_llama_cpp_python():
 def test_fit_names_its_model_option_calibration_model(judged, cli, tmp_path):
     _, store, _ = judged
     out = cli("fit", "--store", str(store), "--out", str(tmp_path / "a"), "--calibration-model", "rubric-only",
-              "--no-plots", "--json")
+              "--method", "map", "--no-plots", "--json")
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
     assert info["calibration_model"] == info["model"] == "rubric-only"
     assert "deprecated" not in out.stderr
     old = cli("fit", "--store", str(store), "--out", str(tmp_path / "b"), "--model", "rubric-only", "--no-plots",
-              "--json")
+              "--method", "map", "--json")
     assert old.returncode == 0, old.stderr
     assert "warning: fit's --model is deprecated" in old.stderr and "--calibration-model" in old.stderr
     assert json.loads(old.stdout)["calibration_model"] == "rubric-only"
     assert any("deprecated" in n for n in json.loads(old.stdout)["notes"])
-    refused = cli("fit", "--store", str(store), "--out", str(tmp_path / "c"), "--calibration-model", "joint")
+    refused = cli("fit", "--store", str(store), "--out", str(tmp_path / "c"), "--calibration-model", "joint",
+                  "--method", "map")
     assert refused.returncode == 2 and "--calibration-model joint has no point fit" in refused.stderr
+    assert "leave --method out" in refused.stderr  # the default, auto, samples the joint model
     from rcp_jax.cli import build_parser
 
     assert "not the LLM" in build_parser().verb_parsers["fit"].format_help()
@@ -202,6 +204,9 @@ def test_two_named_simulated_judges_pool_as_two_judges(demo_tiny, cli, tmp_path)
     assert json.loads(second.stdout)["calls"] == json.loads(first.stdout)["calls"]  # a judge of its own: all asked
     fit = cli("fit", "--store", str(store), "--judges", "sim-a,sim-strict", "--out", str(tmp_path / "fit"), "--json")
     assert fit.returncode == 0, fit.stderr
+    pooled = json.loads(fit.stdout)  # fit's default, auto, pools judges by the MAP (its intervals from the Hessian)
+    assert pooled["method"] == "map" and pooled["auto"].startswith("map: several judges pooled")
+    assert not (tmp_path / "fit" / "posterior").exists()
     offsets = {r["judge"]: r["delta"] for r in json.loads((tmp_path / "fit" / "fit.json").read_text())["offsets"]}
     assert set(offsets) == {"sim-a", "sim-strict"}
     assert offsets["sim-strict"] > offsets["sim-a"]  # the stricter one is found stricter

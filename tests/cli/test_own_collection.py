@@ -131,7 +131,7 @@ def run_flow(capsys, dataset: Path, work: Path, *, queries: list[str], depth: in
     code, out["judge"], err = run_cli(capsys, "judge", "--dataset", dataset, "--pools", pools, "--queries",
                                       judge_queries, "--store", work / "store", "--quiet")
     assert code == 0, err
-    code, out["fit"], err = run_cli(capsys, "fit", "--store", work / "store", "--out", work / "fit")
+    code, out["fit"], err = run_cli(capsys, "fit", "--store", work / "store", "--out", work / "fit", "--method", "map")
     assert code == 0, err
     code, out["evaluate"], err = run_cli(
         capsys, "evaluate", "--calibration", work / "fit", "--runs", fusion, base, "--pools", pools,
@@ -186,7 +186,7 @@ def test_own_collection_flow_in_process(capsys, tmp_path):
                               "--estimate")
     assert code == 2 and "no pool in the pools file: q05" in err
     # --no-plots: no figure, none printed
-    code, text, err = run_cli(capsys, "fit", "--store", work / "store", "--out", work / "fit2", "--no-plots")
+    code, text, err = run_cli(capsys, "fit", "--store", work / "store", "--out", work / "fit2", "--method", "map", "--no-plots")
     assert code == 0 and "figure:" not in text and not list((work / "fit2").glob("*.png"))
     # two fit folders (here the same judgements under two names): leave-one-dataset-out transfer across them
     import shutil

@@ -89,7 +89,7 @@ def test_fit_judges_pools_the_served_models_as_two_judges(stores, tmp_path, caps
 
 
 def test_fingerprint_changes_are_reported_not_refused(stores, tmp_path, capsys):
-    code = main(["fit", "--store", str(stores["fingerprints"]), "--out", str(tmp_path / "fit"), "--json"])
+    code = main(["fit", "--store", str(stores["fingerprints"]), "--out", str(tmp_path / "fit"), "--method", "map", "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     notes = json.loads(captured.out)["notes"]

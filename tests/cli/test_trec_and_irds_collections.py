@@ -33,7 +33,7 @@ def trec_flow(tmp_path_factory):
     res["pool"] = ok(cli("pool", *src, "--depth", DEPTH, "--out", w / "pools.tsv", "--json"))
     res["judge"] = ok(cli("judge", *src, "--pools", w / "pools.tsv", "--model", "simulated", "--store", w / "store",
                           "--quiet", "--json"))
-    res["fit"] = ok(cli("fit", "--store", w / "store", "--out", w / "fit", "--no-plots"))
+    res["fit"] = ok(cli("fit", "--store", w / "store", "--out", w / "fit", "--method", "map", "--no-plots"))
     res["evaluate"] = ok(cli("evaluate", "--calibration", w / "fit", "--runs", w / "pools.fusion.trec",
                              "--qrels", f["qrels"], "--json"))
     return res

@@ -90,7 +90,7 @@ def flow(server, tmp_path_factory):
                          "--baselines-out", w / "base.trec", "--json"))
     res["judge"] = ok(cli("judge", "--dataset", ds, "--pools", w / "pools.tsv", *J, "--store", w / "store", "--quiet",
                           "--json"))
-    res["fit"] = ok(cli("fit", "--store", w / "store", "--out", w / "fit", "--no-plots"))
+    res["fit"] = ok(cli("fit", "--store", w / "store", "--out", w / "fit", "--method", "map", "--no-plots"))
     runs = [w / "pools.fusion.trec", w / "base.trec"]
     res["evaluate"] = ok(cli("evaluate", "--calibration", w / "fit", "--runs", *runs, "--pools", w / "pools.tsv",
                              "--out", w / "eval", "--no-plots"))
@@ -438,7 +438,7 @@ def test_unlabelled_flow_against_a_real_llama_cpp_server(tmp_path, labels):
             ["judge", "--dataset", ds, *qrels, "--pools", w / "pools.tsv", "--model", f"openai/{bench.ALIAS}",
              "--api-base", srv.url, "--concurrency", 1, "--max-tokens", 512, "--structured-output",
              "json_object_schema", "--store", w / "store", "--quiet"],
-            ["fit", "--store", w / "store", "--out", w / "fit", "--no-plots"],
+            ["fit", "--store", w / "store", "--out", w / "fit", "--method", "map", "--no-plots"],
             ["evaluate", "--calibration", w / "fit", "--runs", w / "pools.fusion.trec", w / "base.trec", *qrels,
              "--out", w / "eval", "--no-plots"],
             ["compare", w / "eval" / "per_query.csv", "--bootstrap", 200, "--permutations", 200],

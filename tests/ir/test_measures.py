@@ -259,7 +259,7 @@ def test_cranfield_measure_equals_evaluate(capsys, tmp_path, shared_data):
         ["pool", "--dataset", cranfield, "--max-queries", "4", "--depth", "20", "--out", work / "pools.tsv",
          "--baselines-out", work / "baselines.trec"],
         ["judge", "--dataset", cranfield, "--pools", work / "pools.tsv", "--store", work / "store", "--quiet"],
-        ["fit", "--store", work / "store", "--out", work / "fit"],
+        ["fit", "--store", work / "store", "--out", work / "fit", "--method", "map"],
     ]
     for argv in steps:
         code = main([str(a) for a in argv])

@@ -109,7 +109,7 @@ def test_pool_judge_fit_evaluate_on_a_page_corpus(page_corpus, tmp_path, cli):
     smaller = cli("judge", "--dataset", str(folder), "--pools", str(w / "pools.tsv"), "--store", str(w / "store"),
                   "--image-max-side", "32", "--estimate", "--json")
     assert smaller.returncode == 0 and json.loads(smaller.stdout)["input_tokens"] < plan["input_tokens"]
-    fit = cli("fit", "--store", str(w / "store"), "--out", str(w / "fit"), "--no-plots", "--json")
+    fit = cli("fit", "--store", str(w / "store"), "--out", str(w / "fit"), "--method", "map", "--no-plots", "--json")
     assert fit.returncode == 0, fit.stderr
     ev = cli("evaluate", "--calibration", str(w / "fit"), "--runs", str(w / "pools.fusion.trec"),
              "--pools", str(w / "pools.tsv"), "--qrels", str(folder / "qrels" / "test.tsv"), "--out", str(w / "eval"),

@@ -58,7 +58,7 @@ def pipeline_commands(data: dict[str, Path], *, name: str = "reliability") -> li
     """judge -> fit -> evaluate with relative store/out folders (so every output is path-independent)."""
     return [
         ["judge", "--rows", str(data["rows"]), "--name", name, "--store", "store", "--out", "out", "--quiet"],
-        ["fit", "--store", "store", "--out", "out"],
+        ["fit", "--store", "store", "--out", "out", "--method", "map"],
         ["evaluate", "--calibration", "out/calibration", "--runs", str(data["runs"]), "--qrels", str(data["qrels"]),
          "--out", "out"],
     ]

@@ -161,13 +161,13 @@ def test_rcp_jax_fit_leaves_flagged_windows_out_unless_asked(reference, tmp_path
             st.append(Judgement.from_dict(d))
     wid = f"{target.window.phase}#{target.window.sequence}"
 
-    assert main(["fit", "--store", str(store), "--out", str(tmp_path / "default")]) == 0
+    assert main(["fit", "--store", str(store), "--out", str(tmp_path / "default"), "--method", "map"]) == 0
     out = capsys.readouterr().out
     assert f"note: window {target.window.label}: echoes_document:" in out and "left out of fits" in out
     left_out = pd.read_csv(tmp_path / "default" / "window_scores.csv", dtype=str)
     assert not ((left_out.query_id == "q0") & (left_out.window_id == wid)).any()
 
-    assert main(["fit", "--store", str(store), "--out", str(tmp_path / "kept"), "--keep-flagged"]) == 0
+    assert main(["fit", "--store", str(store), "--out", str(tmp_path / "kept"), "--keep-flagged", "--method", "map"]) == 0
     assert "kept in fits by request" in capsys.readouterr().out
     kept = pd.read_csv(tmp_path / "kept" / "window_scores.csv", dtype=str)
     assert ((kept.query_id == "q0") & (kept.window_id == wid)).sum() == len(target.window.doc_ids)

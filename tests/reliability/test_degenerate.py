@@ -134,7 +134,7 @@ def test_rcp_jax_fit_reports_the_flags(reference, tmp_path, capsys):
             if j.window.query_id == "q3" and j.criteria is not None:
                 d["criteria"] = {doc: {c: 0 for c in CRIT} for doc in d["criteria"]}
             st.append(Judgement.from_dict(d))
-    assert main(["fit", "--store", str(store), "--out", str(tmp_path / "fit")]) == 0
+    assert main(["fit", "--store", str(store), "--out", str(tmp_path / "fit"), "--method", "map"]) == 0
     out = capsys.readouterr().out
     assert "note: every rubric answer of query 'q3' is 0" in out
     fitted = json.loads((tmp_path / "fit" / "fit.json").read_text())

@@ -169,7 +169,7 @@ def poisoned(small_rows, small_judged, tmp_path_factory) -> Path:
 
 def test_fit_keeps_two_schedules_apart_and_says_why(poisoned, tmp_path, capsys):
     out = tmp_path / "fit"
-    assert main(["fit", "--store", str(poisoned), "--out", str(out), "--no-plots"]) == 0
+    assert main(["fit", "--store", str(poisoned), "--out", str(out), "--method", "map", "--no-plots"]) == 0
     err = capsys.readouterr().err
     assert f"{poisoned / 'tournament.jsonl'} holds windows of two schedules" in err
     assert "another --name, --seed or pools file" in err and "new --store" in err

@@ -23,7 +23,7 @@ from rcp_jax.cli import main
 def fit(store: Path, out: Path) -> tuple[int, str]:
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        rc = main(["fit", "--store", str(store), "--out", str(out), "--no-plots"])
+        rc = main(["fit", "--store", str(store), "--out", str(out), "--method", "map", "--no-plots"])
     return rc, err.getvalue()
 
 
