@@ -149,6 +149,12 @@ def run(args) -> int:
                "gamma": cal.gamma, "beta": cal.beta, "families": families, "notes": notes,
                "calibration": str(args.out / "calibration"), "figures": [str(f) for f in figures.values()],
                "answer_quality": [q.as_dict() for q in quality], "warnings": _quality_warnings(quality)}
+    stale = args.out / "posterior"
+    if args.method == "map" and (stale / "posterior.json").is_file():
+        # an earlier fit's posterior would not match this calibration: evaluate --posterior and export would read it
+        _remove_posterior(stale)
+        notes.append(f"removed the posterior of an earlier fit ({stale}): it did not match this calibration; leave "
+                     "--method out (auto) to fit a new one")
     if args.method != "map":
         from rcp_jax.bayes import posterior
 
@@ -204,6 +210,18 @@ def run(args) -> int:
             lines.append(f"item curves with posterior bands: {payload['figure']}")
     emit(args, payload, "\n".join(lines))
     return 0
+
+
+def _remove_posterior(folder: Path) -> None:
+    """Delete a posterior folder written by ``save_posterior`` (its files only: anything else in it is kept)."""
+    for name in ("posterior.json", "draws.npz"):
+        (folder / name).unlink(missing_ok=True)
+    for table in folder.glob("*.csv"):
+        table.unlink()
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # a file of the user's own is left where it was
 
 
 def auto_line(reason: str) -> str:

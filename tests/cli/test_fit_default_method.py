@@ -48,3 +48,19 @@ def test_method_map_writes_no_posterior(tiny_store, tmp_path, capsys):
     assert (out / "calibration" / "items.json").is_file() and not (out / "posterior").exists()
     assert fitted["method"] == "map" and fitted["calibration_model"] == "frozen"
     assert "auto" not in fitted and "posterior" not in fitted
+
+
+def test_method_map_removes_an_earlier_posterior_it_would_contradict(tiny_store, tmp_path, capsys):
+    # evaluate --posterior and export read posterior/: a MAP refit into the same folder must not leave the earlier
+    # fit's posterior beside a calibration it does not match
+    out = tmp_path / "fit"
+    assert main(["fit", "--store", str(tiny_store), "--out", str(out), "--warmup", "20", "--draws", "20",
+                 "--chains", "1", "--no-plots"]) == 0
+    assert (out / "posterior" / "posterior.json").is_file()
+    (out / "posterior" / "my_notes.txt").write_text("mine")  # not ours: kept
+    capsys.readouterr()
+    assert main(["fit", "--store", str(tiny_store), "--out", str(out), "--method", "map", "--no-plots", "--json"]) == 0
+    fitted = json.loads(capsys.readouterr().out)
+    assert not (out / "posterior" / "posterior.json").exists() and not (out / "posterior" / "draws.npz").exists()
+    assert (out / "posterior" / "my_notes.txt").read_text() == "mine"
+    assert any("removed the posterior of an earlier fit" in note for note in fitted["notes"]), fitted["notes"]
