@@ -29,7 +29,6 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from rcp_jax.models.block_laplace import (BlockLaplace, Data, _all_blocks, _local_nll, _logdet_gradients,
                                           _per_query)
 
@@ -224,7 +223,6 @@ def item_correction(fit: BlockLaplace, data: Data, *, queries: int = SCORE_QUERI
     """
     q = fit.n_queries
     pick = pick_queries(q, queries, seed)
-    k = len(pick)
     exact = exact_item_gradients(fit, data, pick, seed=seed, **hmc)
     gaps = exact["mean"] - laplace_item_gradients(fit, data, pick)
     total, total_cov = scaled_total(gaps, exact["mc_var"], q)

@@ -213,7 +213,7 @@ def exact_items(fit, data, *, queries: int, seed: int) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         rhat = float(np.nanmax(rank_rhat(summed)))
-    return {"shift": out["shift"], "shift_cov": out["shift_cov"], "queries": int(len(out["queries"])),
+    return {"shift": out["shift"], "shift_cov": out["shift_cov"], "queries": len(out["queries"]),
             "step": [float(v) for v in out["shift"]],
             "shift_sd": [float(v) for v in np.sqrt(np.diag(out["shift_cov"]))],
             "min_accept": float(np.min(out["exact"]["accept"])), "max_rhat": rhat,

@@ -7,9 +7,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from rcp_jax.models import block_laplace, item_score
-from tests.models.test_block_laplace import collection
+
+from tests.helpers.block_collections import collection
 
 PROPOSAL_SCALE = 1.3  # importance sampling: the Laplace block's Gaussian widened, so its tails cover the target's
 
