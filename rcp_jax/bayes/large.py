@@ -82,7 +82,8 @@ class NewtonSteps:
 
 
 class FitProgress:
-    """One tqdm bar through the stages of a block-Laplace fit (Newton steps, item correction, draws, NUTS check).
+    """One tqdm bar through the stages of a block-Laplace fit (Newton steps, item correction, the items' exact
+    gradient, draws, NUTS check).
 
     The bar's description names the stage (``2/4: draws``); each stage restarts its count, total and time
     estimate, so the remaining time shown is the current stage's.
@@ -107,7 +108,8 @@ class FitProgress:
 
 
 @contextlib.contextmanager
-def fit_progress(enabled: bool, *, check_queries: int = CHECK_QUERIES, desc: str = "block Laplace"):
+def fit_progress(enabled: bool, *, check_queries: int = CHECK_QUERIES, exact_item_queries: int = EXACT_ITEM_QUERIES,
+                 desc: str = "block Laplace"):
     """A :class:`FitProgress` on stderr (where it is a terminal; tqdm's own rule), or None when not ``enabled``."""
     if not enabled:
         yield None
@@ -116,7 +118,7 @@ def fit_progress(enabled: bool, *, check_queries: int = CHECK_QUERIES, desc: str
 
     bar = tqdm(total=None, desc=desc, unit="step", leave=False, disable=None, mininterval=0.5)
     try:
-        yield FitProgress(bar, desc, 4 if check_queries > 0 else 3)
+        yield FitProgress(bar, desc, 3 + (check_queries > 0) + (exact_item_queries > 0))
     finally:
         bar.close()
 
@@ -171,6 +173,8 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         shift = fit.g - g_mode
     exact = None
     if exact_item_queries > 0 and item_iterations > 1:
+        if report is not None:
+            report.stage(f"items' exact gradient, HMC on {min(exact_item_queries, fit.n_queries)} queries", None)
         exact = exact_items(fit, data, queries=exact_item_queries, seed=seed)
         fit = item_score.with_item_shift(fit, exact.pop("shift"), exact.pop("shift_cov"))
         shift = fit.g + fit.g_shift - g_mode

@@ -117,9 +117,10 @@ def test_a_block_laplace_fit_reports_each_stage_with_a_total(tables, monkeypatch
     bar = _RecordingBar()
 
     @contextlib.contextmanager
-    def recording(enabled, *, check_queries=large.CHECK_QUERIES, desc="block Laplace"):
+    def recording(enabled, *, check_queries=large.CHECK_QUERIES, exact_item_queries=large.EXACT_ITEM_QUERIES,
+                  desc="block Laplace"):
         assert enabled
-        yield large.FitProgress(bar, desc, 4 if check_queries > 0 else 3)
+        yield large.FitProgress(bar, desc, 3 + (check_queries > 0) + (exact_item_queries > 0))
 
     monkeypatch.setattr(large, "fit_progress", recording)
     windows, answers, _ = tables
@@ -128,8 +129,10 @@ def test_a_block_laplace_fit_reports_each_stage_with_a_total(tables, monkeypatch
         rcp_jax.fit_posterior(windows, answers, method="block_laplace", check_queries=1, num_samples=120,
                               progress=True)
     stages = [s for s in bar.seen if isinstance(s, str)]
-    assert stages == ["block Laplace 1/4: Newton steps", "block Laplace 2/4: item correction",
-                      "block Laplace 3/4: draws", "block Laplace 4/4: NUTS check on 1 queries"]
+    queries = min(large.EXACT_ITEM_QUERIES, len(set(windows["query_id"])))
+    assert stages == ["block Laplace 1/5: Newton steps", "block Laplace 2/5: item correction",
+                      f"block Laplace 3/5: items' exact gradient, HMC on {queries} queries",
+                      "block Laplace 4/5: draws", "block Laplace 5/5: NUTS check on 1 queries"]
     by_stage, current = {}, None
     for item in bar.seen:
         if isinstance(item, str):
