@@ -216,9 +216,24 @@ def _prior_g(g: np.ndarray, item_sd: float) -> tuple[float, np.ndarray, np.ndarr
 # --------------------------------------------------------------------------------------------------
 # the mode: Newton steps through the Schur complement of the item block
 # --------------------------------------------------------------------------------------------------
+#: Largest change of a query's log tau in one Newton step; a block whose step is longer is shortened as a whole. In
+#: the contrasts ``w = tau * theta`` the density is unbounded as tau -> 0 (a funnel: the prior of ``w`` gains
+#: ``(N - 1) log(1 / tau)`` while the rubric loses a bounded amount), so every query's mode is a local one, and one
+#: long step in log tau can leave it for the funnel: at 1,000 x 150 one query's log tau stepped 3.5 and ran to -12.
+MAX_LOG_TAU_STEP = 0.5
+
+
+def _bounded_steps(dx: jax.Array) -> jax.Array:
+    """Each block's step float[Q, M] shortened (direction kept) so that its log tau (column ``M - 2``) moves by at
+    most :data:`MAX_LOG_TAU_STEP`."""
+    scale = jnp.minimum(1.0, MAX_LOG_TAU_STEP / jnp.maximum(jnp.abs(dx[:, -2]), 1e-30))
+    return dx * scale[:, None]
+
+
 @jax.jit
 def _schur_step(hess: jax.Array, grad: jax.Array, prior_grad: jax.Array, prior_hess: jax.Array, damping):
-    """The damped Newton step ``(dx float[Q, M], dg float[G])`` of the block-arrow system, and whether every
+    """The damped Newton step ``(dx float[Q, M], dg float[G])`` of the block-arrow system (each block's ``dx`` bounded
+    by :func:`_bounded_steps`), and whether every
     block's Cholesky succeeded."""
     m = hess.shape[1] - prior_grad.shape[0]
     a = hess[:, :m, :m] + damping * jnp.eye(m)
@@ -232,7 +247,7 @@ def _schur_step(hess: jax.Array, grad: jax.Array, prior_grad: jax.Array, prior_h
     schur = d - jnp.einsum("qmg,qmh->gh", b, a_inv_b)
     rhs = -gg + jnp.einsum("qmg,qm->g", b, a_inv_gx)
     dg = jnp.linalg.solve(schur, rhs)
-    dx = -(a_inv_gx + jnp.einsum("qmg,g->qm", a_inv_b, dg))
+    dx = _bounded_steps(-(a_inv_gx + jnp.einsum("qmg,g->qm", a_inv_b, dg)))
     ok = jnp.all(jnp.isfinite(chol)) & jnp.all(jnp.isfinite(dg))
     return dx, dg, ok
 
@@ -509,7 +524,7 @@ def _conditional_newton_step(hess: jax.Array, grad: jax.Array, m: int) -> jax.Ar
     """Each query block's Newton step ``-A_q^-1 grad_x f_q`` with the items fixed, float[Q, M] (zero for a block
     whose Cholesky fails)."""
     chol = jnp.linalg.cholesky(hess[:, :m, :m])
-    dx = -jax.vmap(lambda l, r: jax.scipy.linalg.cho_solve((l, True), r))(chol, grad[:, :m])
+    dx = _bounded_steps(-jax.vmap(lambda l, r: jax.scipy.linalg.cho_solve((l, True), r))(chol, grad[:, :m]))
     return jnp.where(jnp.all(jnp.isfinite(dx), axis=1, keepdims=True), dx, 0.0)
 
 

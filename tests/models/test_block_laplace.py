@@ -73,6 +73,28 @@ def test_newton_reaches_the_mode(small):
     assert fit.info["objective"] <= total(theirs, np.concatenate([values["u"], values["v"]]), data) + 1e-3
 
 
+def test_a_long_step_in_log_tau_is_shortened_as_a_whole_block():
+    dx = jnp.asarray([[0.2, -0.4, 3.0, 0.1], [0.3, 0.1, -0.2, 0.5], [1.0, 1.0, -1.0, 1.0]], jnp.float32)
+    out = np.asarray(block_laplace._bounded_steps(dx))
+    bound = block_laplace.MAX_LOG_TAU_STEP
+    np.testing.assert_allclose(out[0], np.asarray(dx[0]) * bound / 3.0, rtol=1e-6)  # direction kept
+    np.testing.assert_allclose(out[1], np.asarray(dx[1]))  # within the bound: untouched
+    assert abs(out[2, -2]) == pytest.approx(bound)
+
+
+def test_newton_from_a_query_far_below_its_scale_returns_to_the_same_mode(small):
+    # one query's log tau started 2 below the MAP's: the bounded steps climb back to the mode the plain start finds
+    # (from 3 below, past the barrier, the density rises without bound towards tau -> 0: the funnel has no mode)
+    inputs, data, x0, g0, fit = small
+    n = inputs.wins.shape[1]
+    far = np.array(x0, copy=True)
+    far[1, : n - 1] *= np.exp(-2.0)  # w = tau * theta: the same BT scores at a 7x smaller tau
+    far[1, n - 1] -= 2.0
+    again = block_laplace.fit_block_laplace(data, far, g0)
+    assert again.info["converged"]
+    np.testing.assert_allclose(np.asarray(again.x), np.asarray(fit.x), atol=2e-3)
+
+
 def test_draws_have_the_dense_gaussians_covariance(small):
     inputs, data, x0, g0, fit = small
     q, m = fit.x.shape
