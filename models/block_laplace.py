@@ -221,17 +221,27 @@ def _prior_g(g: np.ndarray, item_sd: float) -> tuple[float, np.ndarray, np.ndarr
 #: ``(N - 1) log(1 / tau)`` while the rubric loses a bounded amount), so every query's mode is a local one, and one
 #: long step in log tau can leave it for the funnel: at 1,000 x 150 one query's log tau stepped 3.5 and ran to -12.
 MAX_LOG_TAU_STEP = 0.5
+#: Lowest log tau a Newton step may reach (tau = 1e-3, where the calibration calls a query's scale collapsed): a
+#: query with no local mode (its rubric answers barely follow its tournament order) slides down the funnel, and
+#: stops here instead of running to -inf; its posterior then says tau ~ 0, which the degenerate-data checks name.
+LOG_TAU_FLOOR = -6.9
 
 
-def _bounded_steps(dx: jax.Array) -> jax.Array:
-    """Each block's step float[Q, M] shortened (direction kept) so that its log tau (column ``M - 2``) moves by at
-    most :data:`MAX_LOG_TAU_STEP`."""
-    scale = jnp.minimum(1.0, MAX_LOG_TAU_STEP / jnp.maximum(jnp.abs(dx[:, -2]), 1e-30))
-    return dx * scale[:, None]
+def _bounded_steps(dx: jax.Array, log_tau: jax.Array) -> jax.Array:
+    """Each block's step float[Q, M] shortened (direction kept) so that its log tau (column ``M - 2``, now
+    ``log_tau`` float[Q]) moves by at most :data:`MAX_LOG_TAU_STEP` and does not go below :data:`LOG_TAU_FLOOR`
+    (a block already there and stepping down does not move)."""
+    step = dx[:, -2]
+    scale = jnp.minimum(1.0, MAX_LOG_TAU_STEP / jnp.maximum(jnp.abs(step), 1e-30))
+    step = step * scale
+    below = (step < 0) & (log_tau + step < LOG_TAU_FLOOR)
+    room = jnp.clip((log_tau - LOG_TAU_FLOOR) / jnp.maximum(-step, 1e-30), 0.0, 1.0)
+    return dx * (scale * jnp.where(below, room, 1.0))[:, None]
 
 
 @jax.jit
-def _schur_step(hess: jax.Array, grad: jax.Array, prior_grad: jax.Array, prior_hess: jax.Array, damping):
+def _schur_step(hess: jax.Array, grad: jax.Array, prior_grad: jax.Array, prior_hess: jax.Array, damping,
+                log_tau: jax.Array):
     """The damped Newton step ``(dx float[Q, M], dg float[G])`` of the block-arrow system (each block's ``dx`` bounded
     by :func:`_bounded_steps`), and whether every
     block's Cholesky succeeded."""
@@ -247,7 +257,7 @@ def _schur_step(hess: jax.Array, grad: jax.Array, prior_grad: jax.Array, prior_h
     schur = d - jnp.einsum("qmg,qmh->gh", b, a_inv_b)
     rhs = -gg + jnp.einsum("qmg,qm->g", b, a_inv_gx)
     dg = jnp.linalg.solve(schur, rhs)
-    dx = _bounded_steps(-(a_inv_gx + jnp.einsum("qmg,g->qm", a_inv_b, dg)))
+    dx = _bounded_steps(-(a_inv_gx + jnp.einsum("qmg,g->qm", a_inv_b, dg)), log_tau)
     ok = jnp.all(jnp.isfinite(chol)) & jnp.all(jnp.isfinite(dg))
     return dx, dg, ok
 
@@ -325,7 +335,7 @@ def fit_block_laplace(data: Data, x0, g0, *, max_iter: int = 60, tol: float = 1e
         _, pg, ph = _prior_g(g, data.item_sd)
         for _ in range(12):  # raise the damping until the step is defined and lowers F
             dx, dg, ok = _schur_step(hess, grad, jnp.asarray(pg, jnp.float32), jnp.asarray(ph, jnp.float32),
-                                     jnp.float32(damping))
+                                     jnp.float32(damping), x[:, -2])
             if bool(ok):
                 trial_x, trial_g = x + dx, g + np.asarray(dg, np.float64)
                 trial = objective(trial_x, trial_g)
@@ -520,11 +530,11 @@ def marginal_item_shift(fit: "BlockLaplace", data: Data, *, probes: int | None =
 
 
 @functools.partial(jax.jit, static_argnames=("m",))
-def _conditional_newton_step(hess: jax.Array, grad: jax.Array, m: int) -> jax.Array:
+def _conditional_newton_step(hess: jax.Array, grad: jax.Array, log_tau: jax.Array, m: int) -> jax.Array:
     """Each query block's Newton step ``-A_q^-1 grad_x f_q`` with the items fixed, float[Q, M] (zero for a block
     whose Cholesky fails)."""
     chol = jnp.linalg.cholesky(hess[:, :m, :m])
-    dx = _bounded_steps(-jax.vmap(lambda l, r: jax.scipy.linalg.cho_solve((l, True), r))(chol, grad[:, :m]))
+    dx = _bounded_steps(-jax.vmap(lambda l, r: jax.scipy.linalg.cho_solve((l, True), r))(chol, grad[:, :m]), log_tau)
     return jnp.where(jnp.all(jnp.isfinite(dx), axis=1, keepdims=True), dx, 0.0)
 
 
@@ -549,7 +559,7 @@ def conditional_modes(x, g, data: Data, *, mesh=None, max_iter: int = 20, tol: f
     current = _all_values(x, gg, data, batch_size, mesh)
     for _ in range(max_iter):
         _, grad, hess = _all_blocks(x, gg, data, batch_size, mesh)
-        dx = _conditional_newton_step(hess, grad, m)
+        dx = _conditional_newton_step(hess, grad, x[:, -2], m)
         if float(jnp.max(jnp.abs(dx))) < tol:
             return x, grad, hess
         new, done = x, jnp.zeros(x.shape[0], bool)

@@ -190,6 +190,16 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
     info = {"num_chains": 1, "num_samples": num_samples, "seed": seed, "newton": fit.info,
             "item_shift": [float(v) for v in shift], "item_s": item_s, **({"exact_items": exact} if exact else {}),
             "fit_s": time.perf_counter() - start}
+    floored = np.flatnonzero(np.asarray(fit.x)[: fit.n_queries, n - 1] <= block_laplace.LOG_TAU_FLOOR + 1e-3)
+    info["newton"] = {**fit.info, "tau_floor_queries": [str(inputs.query_ids[i]) for i in floored]}
+    if len(floored):
+        names = ", ".join(info["newton"]["tau_floor_queries"][:10]) + (" ..." if len(floored) > 10 else "")
+        one = len(floored) == 1
+        warnings.warn(f"block Laplace: the scale tau of {len(floored)} quer{'y' if one else 'ies'} ({names}) has no "
+                      f"mode and stopped at the floor {np.exp(block_laplace.LOG_TAU_FLOOR):.0e}: "
+                      f"{'its' if one else 'their'} rubric answers barely follow {'its' if one else 'their'} tournament "
+                      f"order, so {'its' if one else 'their'} gains come out all alike; check the answers, or fit "
+                      f"{'that query' if one else 'those queries'} with method 'nuts'", stacklevel=3)
     if not fit.info["converged"]:
         warnings.warn(f"block Laplace: Newton did not converge in {fit.info['iterations']} steps (largest step "
                       f"{fit.info['max_step']:.2g}); the Gaussian sits at a point short of the mode", stacklevel=3)
@@ -283,6 +293,8 @@ def nuts_check(inputs, fit, data, *, n_queries: int, seed: int, bt_ridge: float,
 def block_diagnostics(info: dict) -> dict:
     """The block Laplace's entries of :attr:`rcp_jax.Posterior.diagnostics`: the Newton solve and the NUTS check."""
     out = {"newton_iterations": int(info["newton"]["iterations"]), "newton_converged": bool(info["newton"]["converged"])}
+    if "tau_floor_queries" in info["newton"]:
+        out["tau_floor_queries"] = len(info["newton"]["tau_floor_queries"])
     exact = info.get("exact_items")
     if exact:
         out.update(exact_item_queries=exact["queries"], exact_item_max_rhat=exact["max_rhat"],

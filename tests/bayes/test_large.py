@@ -148,3 +148,23 @@ def test_a_block_laplace_fit_reports_each_stage_with_a_total(tables, monkeypatch
     assert check[-1][0] == check[-1][1] > 0  # NUTS reports iterations against its known total
 
 
+
+
+def test_a_query_whose_answers_ignore_its_order_is_named_not_a_crash():
+    # q0's rubric answers are coin flips: in w = tau * theta its density has no mode (the funnel towards tau -> 0);
+    # Newton stops its tau at the floor, the fit finishes, and the warning names the query
+    sim = simulate.simulate_judgements(5, [20] * 6, noise=1.5, tournament_placements=14.4, rubric_placements=6.67)
+    windows, answers = collection_tables(sim)
+    rng = np.random.default_rng(0)
+    rows = answers["query_id"] == "q0"
+    for criterion in ("C1", "C2", "C3", "C4", "C5"):
+        answers.loc[rows, criterion] = rng.integers(0, 2, rows.sum()).astype(answers[criterion].dtype)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        post = rcp_jax.fit_posterior(windows, answers, method="block_laplace", seed=1, check_queries=0)
+    messages = [str(w.message) for w in caught if "has no mode" in str(w.message)]
+    assert len(messages) == 1 and "(q0)" in messages[0]
+    assert post.diagnostics["tau_floor_queries"] == 1 and post.diagnostics["newton_converged"]
+    taus = post.queries.set_index("query_id")["tau_mean"]
+    assert taus["q0"] < 0.01 and taus.drop("q0").min() > 0.2
+    assert np.isfinite(post.documents["gain_mean"]).all()

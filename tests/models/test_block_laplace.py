@@ -74,17 +74,22 @@ def test_newton_reaches_the_mode(small):
 
 
 def test_a_long_step_in_log_tau_is_shortened_as_a_whole_block():
-    dx = jnp.asarray([[0.2, -0.4, 3.0, 0.1], [0.3, 0.1, -0.2, 0.5], [1.0, 1.0, -1.0, 1.0]], jnp.float32)
-    out = np.asarray(block_laplace._bounded_steps(dx))
+    dx = jnp.asarray([[0.2, -0.4, 3.0, 0.1], [0.3, 0.1, -0.2, 0.5], [1.0, 1.0, -1.0, 1.0], [0.4, 0.2, -0.4, 0.0],
+                      [0.4, 0.2, -0.4, 0.0], [0.4, 0.2, 0.4, 0.0]], jnp.float32)
+    floor = block_laplace.LOG_TAU_FLOOR
+    log_tau = jnp.asarray([0.0, 0.0, 0.0, floor + 0.1, floor, floor - 1.0], jnp.float32)
+    out = np.asarray(block_laplace._bounded_steps(dx, log_tau))
     bound = block_laplace.MAX_LOG_TAU_STEP
     np.testing.assert_allclose(out[0], np.asarray(dx[0]) * bound / 3.0, rtol=1e-6)  # direction kept
     np.testing.assert_allclose(out[1], np.asarray(dx[1]))  # within the bound: untouched
     assert abs(out[2, -2]) == pytest.approx(bound)
+    np.testing.assert_allclose(out[3], np.asarray(dx[3]) * 0.25, rtol=1e-5)  # stops at the floor
+    np.testing.assert_allclose(out[4], 0.0)  # at the floor and stepping down: stays
+    np.testing.assert_allclose(out[5], np.asarray(dx[5]))  # below it (a collapsed start) and stepping up: free
 
 
 def test_newton_from_a_query_far_below_its_scale_returns_to_the_same_mode(small):
     # one query's log tau started 2 below the MAP's: the bounded steps climb back to the mode the plain start finds
-    # (from 3 below, past the barrier, the density rises without bound towards tau -> 0: the funnel has no mode)
     inputs, data, x0, g0, fit = small
     n = inputs.wins.shape[1]
     far = np.array(x0, copy=True)
@@ -93,6 +98,20 @@ def test_newton_from_a_query_far_below_its_scale_returns_to_the_same_mode(small)
     again = block_laplace.fit_block_laplace(data, far, g0)
     assert again.info["converged"]
     np.testing.assert_allclose(np.asarray(again.x), np.asarray(fit.x), atol=2e-3)
+
+
+def test_a_query_past_the_funnels_barrier_stops_at_the_floor(small):
+    # from 3 below, past the barrier, the density rises without bound towards tau -> 0 (the funnel of w = tau theta
+    # has no mode): the query's log tau stops at the floor, Newton converges, and its Gaussian can be factored
+    inputs, data, x0, g0, fit = small
+    n = inputs.wins.shape[1]
+    far = np.array(x0, copy=True)
+    far[1, : n - 1] *= np.exp(-3.0)
+    far[1, n - 1] -= 3.0
+    again = block_laplace.fit_block_laplace(data, far, g0)
+    assert again.info["converged"]
+    assert float(again.x[1, n - 1]) == pytest.approx(block_laplace.LOG_TAU_FLOOR, abs=1e-4)
+    assert np.all(np.isfinite(np.asarray(again.chol_local)))
 
 
 def test_draws_have_the_dense_gaussians_covariance(small):
