@@ -169,7 +169,13 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         fit = dataclasses.replace(fit, g_shift=shift)
     else:
         g_mode = fit.g
-        fit = block_laplace.marginal_item_mode(fit, data, iterations=item_iterations, seed=seed)
+        try:
+            fit = block_laplace.marginal_item_mode(fit, data, iterations=item_iterations, seed=seed)
+        except (FloatingPointError, np.linalg.LinAlgError) as exc:
+            from rcp_jax.errors import CalibrationError
+
+            raise CalibrationError(f"block Laplace, the items' marginal mode: {exc}; fit this collection with method "
+                                   "'svi' (mean-field) or 'nuts'") from None
         shift = fit.g - g_mode
     exact = None
     if exact_item_queries > 0 and item_iterations > 1:

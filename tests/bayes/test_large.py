@@ -168,3 +168,15 @@ def test_a_query_whose_answers_ignore_its_order_is_named_not_a_crash():
     taus = post.queries.set_index("query_id")["tau_mean"]
     assert taus["q0"] < 0.01 and taus.drop("q0").min() > 0.2
     assert np.isfinite(post.documents["gain_mean"]).all()
+
+
+def test_a_failure_in_the_items_marginal_mode_is_a_calibration_error(tables, monkeypatch):
+    from rcp_jax.errors import CalibrationError
+    from rcp_jax.models import block_laplace
+
+    def broken(*args, **kwargs):
+        raise FloatingPointError("block Laplace: 1 query blocks are not positive definite at the mode")
+
+    monkeypatch.setattr(block_laplace, "marginal_item_mode", broken)
+    with pytest.raises(CalibrationError, match="items' marginal mode.*not positive definite.*'svi'.*'nuts'"):
+        rcp_jax.fit_posterior(*tables[:2], method="block_laplace", check_queries=0)
