@@ -221,9 +221,9 @@ def _prior_g(g: np.ndarray, item_sd: float) -> tuple[float, np.ndarray, np.ndarr
 #: ``(N - 1) log(1 / tau)`` while the rubric loses a bounded amount), so every query's mode is a local one, and one
 #: long step in log tau can leave it for the funnel: at 1,000 x 150 one query's log tau stepped 3.5 and ran to -12.
 MAX_LOG_TAU_STEP = 0.5
-#: Lowest log tau a Newton step may reach (tau = 1e-3, where the calibration calls a query's scale collapsed): a
+#: Lowest log tau a Newton step may reach (tau ~ 1e-3, where the calibration calls a query's scale collapsed): a
 #: query with no local mode (its rubric answers barely follow its tournament order) slides down the funnel, and
-#: stops here instead of running to -inf; its posterior then says tau ~ 0, which the degenerate-data checks name.
+#: stops here instead of running to -inf; :func:`rcp_jax.bayes.large.block_laplace_draws` names such queries.
 LOG_TAU_FLOOR = -6.9
 
 
@@ -243,8 +243,8 @@ def _bounded_steps(dx: jax.Array, log_tau: jax.Array) -> jax.Array:
 def _schur_step(hess: jax.Array, grad: jax.Array, prior_grad: jax.Array, prior_hess: jax.Array, damping,
                 log_tau: jax.Array):
     """The damped Newton step ``(dx float[Q, M], dg float[G])`` of the block-arrow system (each block's ``dx`` bounded
-    by :func:`_bounded_steps`), and whether every
-    block's Cholesky succeeded."""
+    by :func:`_bounded_steps`; ``log_tau`` float[Q] the blocks' current log tau), and whether every block's Cholesky
+    succeeded."""
     m = hess.shape[1] - prior_grad.shape[0]
     a = hess[:, :m, :m] + damping * jnp.eye(m)
     b = hess[:, :m, m:]
