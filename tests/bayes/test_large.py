@@ -148,8 +148,6 @@ def test_a_block_laplace_fit_reports_each_stage_with_a_total(tables, monkeypatch
     assert check[-1][0] == check[-1][1] > 0  # NUTS reports iterations against its known total
 
 
-
-
 def test_a_query_whose_answers_ignore_its_order_is_named_not_a_crash():
     # q0's rubric answers are coin flips: in w = tau * theta its density has no mode (the funnel towards tau -> 0);
     # Newton stops its tau at the floor, the fit finishes, and the warning names the query

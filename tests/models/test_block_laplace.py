@@ -103,7 +103,7 @@ def test_newton_from_a_query_far_below_its_scale_returns_to_the_same_mode(small)
 def test_a_query_past_the_funnels_barrier_stops_at_the_floor(small):
     # from 3 below, past the barrier, the density rises without bound towards tau -> 0 (the funnel of w = tau theta
     # has no mode): the query's log tau stops at the floor, Newton converges, and its Gaussian can be factored
-    inputs, data, x0, g0, fit = small
+    inputs, data, x0, g0, _ = small
     n = inputs.wins.shape[1]
     far = np.array(x0, copy=True)
     far[1, : n - 1] *= np.exp(-3.0)
