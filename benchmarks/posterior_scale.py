@@ -90,6 +90,10 @@ def one_size(queries: int, docs: int, seed: int) -> dict:
     rec["auto"] = post.settings.get("auto")
     rec["diagnostics"] = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in post.diagnostics.items()}
     rec["block_s"] = post.draws.info.get("wall_s")
+    blocks = post.draws.info.get("exact_blocks")
+    if blocks:
+        rec["exact_blocks"] = {k: v for k, v in blocks.items() if k != "rhat_queries"}
+        rec["exact_blocks"]["rhat_queries"] = len(blocks["rhat_queries"])
     rec["coverage"] = coverage(post, sim)
     with tempfile.TemporaryDirectory() as folder:
         t = time.perf_counter()

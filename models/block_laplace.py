@@ -411,7 +411,7 @@ def _block_noise(chol_local, eps):
 
 
 def sample_block_laplace(fit: BlockLaplace, seed: int, num_samples: int, *, chunk: int = 50,
-                         n_docs=None, items_fixed: bool = False, progress=None) -> dict:
+                         n_docs=None, items_fixed: bool = False, conditional=None, progress=None) -> dict:
     """Exact draws of the Gaussian at the mode.
 
     Args:
@@ -420,6 +420,10 @@ def sample_block_laplace(fit: BlockLaplace, seed: int, num_samples: int, *, chun
         n_docs: int[Q] pool sizes: padding contrasts of the draws are set to 0 (default: left as drawn).
         items_fixed: keep the items at their mode and draw each block from its conditional ``x_q | g``
             (what :func:`conditional_model` samples exactly, for checks).
+        conditional: float[D >= num_samples, Q, M] draws of every block from its exact conditional posterior given
+            the items at ``fit.g`` (:func:`rcp_jax.models.block_hmc.sample_blocks`), used in place of the
+            Gaussian's conditional draws: draw d is ``conditional[d]`` moved by the coupling to its items'
+            draw. None: the Gaussian's.
         progress: called as ``progress(draws_done, num_samples)`` after every chunk, or None.
 
     Returns:
@@ -434,10 +438,13 @@ def sample_block_laplace(fit: BlockLaplace, seed: int, num_samples: int, *, chun
     xs = []
     for lo in range(0, num_samples, chunk):
         d = min(chunk, num_samples - lo)
-        eps = rng.standard_normal((d, q, m)).astype(np.float32)  # the real queries' noise, whatever the padding
-        eps = jnp.asarray(np.pad(eps, ((0, 0), (0, rows - q), (0, 0))) if rows > q else eps)
         dg = jnp.asarray(g[lo : lo + d] - fit.g[None], jnp.float32)
-        x = (fit.x[None] - jnp.einsum("qmg,dg->dqm", fit.coupling, dg) + _block_noise(fit.chol_local, eps))[:, :q]
+        if conditional is None:
+            eps = rng.standard_normal((d, q, m)).astype(np.float32)  # the real queries' noise, whatever the padding
+            eps = jnp.asarray(np.pad(eps, ((0, 0), (0, rows - q), (0, 0))) if rows > q else eps)
+            x = (fit.x[None] - jnp.einsum("qmg,dg->dqm", fit.coupling, dg) + _block_noise(fit.chol_local, eps))[:, :q]
+        else:
+            x = jnp.asarray(conditional[lo : lo + d]) - jnp.einsum("qmg,dg->dqm", fit.coupling[:q], dg)
         xs.append(np.asarray(x if keep is None else jnp.where(keep[None], x, 0.0), np.float32))
         if progress is not None:
             progress(lo + d, num_samples)

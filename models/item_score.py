@@ -12,8 +12,7 @@ The exact marginal's gradient needs no Gaussian. By Fisher's identity,
 
 an expectation under each query's exact conditional posterior. Given the items the queries are independent, so
 Hamiltonian Monte Carlo samples all of them at once, batched, each in the coordinates that whiten its Laplace
-block (``x = x* + L^-T z``: a near-standard-normal target, one step size per query, tuned in warmup by dual
-averaging). Per query, the gap between that expectation and the query's Laplace term is the approximation's error;
+block (:mod:`rcp_jax.models.block_hmc`). Per query, the gap between that expectation and the query's Laplace term is the approximation's error;
 at the Laplace marginal's mode their sum (every query's, or scaled up from a random sample of queries) is the
 exact marginal's gradient, and one Newton step with the items' curvature moves the items to the exact marginal's
 mode. The step's own uncertainty (which queries were sampled, Monte Carlo error) is added to the items' covariance.
@@ -29,100 +28,25 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from rcp_jax.models import block_hmc
 from rcp_jax.models.block_laplace import (BlockLaplace, Data, _all_blocks, _local_nll, _logdet_gradients,
                                           _per_query)
 
 #: Queries sampled for the exact gradient (all of them up to this many; a random sample above).
 SCORE_QUERIES = 64
 #: HMC per query: chains, warmup and kept draws per chain, leapfrog steps per draw.
-SCORE_CHAINS, SCORE_WARMUP, SCORE_DRAWS, SCORE_LEAPFROG = 2, 200, 200, 6
-#: Acceptance rate the warmup tunes each query's step size for.
-TARGET_ACCEPT = 0.8
+SCORE_CHAINS, SCORE_WARMUP, SCORE_DRAWS, SCORE_LEAPFROG = 2, 200, 200, 5
 
 
-@functools.partial(jax.jit, static_argnames=("n", "c", "num_warmup", "num_samples", "leapfrog"))
-def _hmc_scores(key, x_mode, chol, g, per_query: dict, data: Data, n: int, c: int, num_warmup: int,
-                num_samples: int, leapfrog: int):
-    """HMC on each row's exact conditional posterior ``exp(-f_q(x, g))`` in whitened coordinates.
+@functools.partial(jax.jit, static_argnames=("n", "c"))
+def _scores(xs, g, per_query: dict, data: Data, n: int, c: int) -> jax.Array:
+    """``d/dg f_q(x, g)`` float[S, B, G] at every draw ``xs`` float[S, B, M] of the rows ``per_query``."""
+    m = xs.shape[-1]
 
-    Args:
-        x_mode: float[B, M] each row's centre (its conditional mode); chol: float[B, M, M] lower Cholesky factors of
-            the rows' precisions; g: float[G] the items (fixed); per_query: the rows' data (``_per_query`` layout).
+    def score(x, q):
+        return jax.grad(lambda y: _local_nll(y, q, data, n, c))(jnp.concatenate([x, g]))[m:]
 
-    Returns:
-        scores float[S, B, G] (``d/dg f_q`` at every kept draw), accept float[S, B] (acceptance probabilities) and
-        the step sizes float[B].
-    """
-    rows, m = x_mode.shape
-
-    def coordinates(z, xm, lower):
-        return jnp.concatenate([xm + jax.scipy.linalg.solve_triangular(lower, z, trans="T", lower=True), g])
-
-    def potential(z, xm, lower, q):
-        return _local_nll(coordinates(z, xm, lower), q, data, n, c)
-
-    value_grad = jax.value_and_grad(potential)
-
-    def score(z, xm, lower, q):
-        return jax.grad(lambda y: _local_nll(y, q, data, n, c))(coordinates(z, xm, lower))[m:]
-
-    def transition(state, key, eps, xm, lower, q):
-        z, u, grad = state
-        k_momentum, k_jitter, k_accept = jax.random.split(key, 3)
-        p = jax.random.normal(k_momentum, z.shape)
-        step = eps * jax.random.uniform(k_jitter, (), minval=0.8, maxval=1.2)  # jitter: no periodic orbits
-
-        def leap(_, carry):
-            z1, p1, _, grad1 = carry
-            p1 = p1 - 0.5 * step * grad1
-            z1 = z1 + step * p1
-            u1, grad1 = value_grad(z1, xm, lower, q)
-            return z1, p1 - 0.5 * step * grad1, u1, grad1
-
-        z1, p1, u1, grad1 = jax.lax.fori_loop(0, leapfrog, leap, (z, p, u, grad))
-        log_ratio = (u + 0.5 * p @ p) - (u1 + 0.5 * p1 @ p1)
-        log_ratio = jnp.where(jnp.isfinite(log_ratio), log_ratio, -jnp.inf)
-        accept = jnp.log(jax.random.uniform(k_accept, ())) < log_ratio
-        new = jax.tree_util.tree_map(lambda a, b: jnp.where(accept, a, b), (z1, u1, grad1), state)
-        return new, jnp.minimum(1.0, jnp.exp(log_ratio))
-
-    batched = jax.vmap(transition, in_axes=(0, 0, 0, 0, 0, 0))
-    k_init, k_warm, k_draw = jax.random.split(key, 3)
-    z0 = jax.random.normal(k_init, (rows, m))  # the Laplace's own draws: over-dispersed enough for R-hat
-    u0, grad0 = jax.vmap(value_grad)(z0, x_mode, chol, per_query)
-    state = (z0, u0, grad0)
-    eps0 = jnp.full((rows,), 1.2 * m ** -0.25)
-    # dual averaging of log step size towards TARGET_ACCEPT (gamma 0.05, t0 10, kappa 0.75)
-    mu = jnp.log(10.0 * eps0)
-
-    def warm(carry, inputs):
-        state, log_eps, log_eps_bar, h = carry
-        t, key = inputs
-        state, accept = batched(state, jax.random.split(key, rows), jnp.exp(log_eps), x_mode, chol, per_query)
-        h = (1 - 1 / (t + 10.0)) * h + (TARGET_ACCEPT - accept) / (t + 10.0)
-        log_eps = mu - jnp.sqrt(t) / 0.05 * h
-        weight = t ** -0.75
-        log_eps_bar = weight * log_eps + (1 - weight) * log_eps_bar
-        return (state, log_eps, log_eps_bar, h), None
-
-    start = (state, jnp.log(eps0), jnp.log(eps0), jnp.zeros(rows))
-    steps = (jnp.arange(1, num_warmup + 1, dtype=jnp.float32), jax.random.split(k_warm, num_warmup))
-    (state, _, log_eps_bar, _), _ = jax.lax.scan(warm, start, steps)
-    eps = jnp.exp(log_eps_bar)
-
-    def draw(state, key):
-        state, accept = batched(state, jax.random.split(key, rows), eps, x_mode, chol, per_query)
-        return state, (jax.vmap(score)(state[0], x_mode, chol, per_query), accept)
-
-    _, (scores, accept) = jax.lax.scan(draw, state, jax.random.split(k_draw, num_samples))
-    return scores, accept, eps
-
-
-def _rows(data: Data, pick: np.ndarray) -> Data:
-    """``data`` restricted to the queries ``pick`` int[K] (repeated rows allowed)."""
-    take = lambda a: jnp.asarray(np.asarray(a)[pick])  # noqa: E731
-    return dataclasses.replace(data, wins=take(data.wins), n_docs=take(data.n_docs), passes=take(data.passes),
-                               trials=take(data.trials), bt_sd=take(data.bt_sd))
+    return jax.lax.map(lambda x: jax.vmap(score)(x, per_query), xs)
 
 
 def laplace_item_gradients(fit: BlockLaplace, data: Data, pick: np.ndarray, *, batch_size: int = 8) -> np.ndarray:
@@ -132,7 +56,7 @@ def laplace_item_gradients(fit: BlockLaplace, data: Data, pick: np.ndarray, *, b
     ``fit.g``), through the modes' response ``dx*/dg = -A^-1 B`` and with the log determinant's exact trace (M
     probes: the sample is small)."""
     m = fit.x.shape[1]
-    sub = _rows(data, pick)
+    sub = block_hmc.take_rows(data, pick)
     x = jnp.asarray(np.asarray(fit.x)[pick])
     chol = jnp.asarray(np.asarray(fit.chol_local)[pick])
     cpl = np.asarray(fit.coupling, np.float64)[pick]
@@ -159,11 +83,13 @@ def exact_item_gradients(fit: BlockLaplace, data: Data, pick: np.ndarray, *, see
     k = len(pick)
     rows = np.tile(pick, chains)  # chain-major: row r is query pick[r % K], chain r // K
     n, c = data.wins.shape[1], data.trials.shape[2]
-    sub = _rows(data, rows)
+    sub = block_hmc.take_rows(data, rows)
     x = jnp.asarray(np.asarray(fit.x)[rows])
     chol = jnp.asarray(np.asarray(fit.chol_local)[rows])
-    scores, accept, eps = _hmc_scores(jax.random.PRNGKey(seed), x, chol, jnp.asarray(fit.g, jnp.float32),
-                                      _per_query(sub), sub, n, c, num_warmup, num_samples, leapfrog)
+    g = jnp.asarray(fit.g, jnp.float32)
+    xs, accept, eps = block_hmc.hmc_rows(jax.random.PRNGKey(seed), x, chol, g, _per_query(sub), sub, n, c, num_warmup,
+                                         num_samples, leapfrog)
+    scores = _scores(xs, g, _per_query(sub), sub, n, c)
     scores = np.asarray(scores, np.float64).reshape(num_samples, chains, k, -1).transpose(1, 0, 2, 3)
     mean = scores.mean(axis=(0, 1))
     batches = 10 if num_samples >= 20 else 1

@@ -2,13 +2,15 @@
 
 NUTS on the joint model costs minutes per thousand documents on a CPU; a benchmark of 1,000 queries x 150
 documents has 150,000. Above :data:`AUTO_NUTS_MAX_DOCS` documents ``method="auto"`` therefore takes the block
-Laplace approximation (:mod:`rcp_jax.models.block_laplace`): the Gaussian at the joint posterior's exact mode,
-factored per query, so its cost and memory grow linearly with the queries. The same model, so tournament noise
-still flows into the gains and into RCP-nDCG differences.
+Laplace approximation (:mod:`rcp_jax.models.block_laplace`), whose cost and memory grow linearly with the queries:
+the joint posterior's mode, factored per query; the items (~10 numbers shared by all queries) Gaussian around the
+exact marginal's mode; each query's block (its ~150 contrasts, scale and offset) drawn from its exact conditional
+posterior given the items by batched HMC (:func:`exact_block_draws`) and moved with the items' draws through the
+blocks' coupling. The same model, so tournament noise still flows into the gains and into RCP-nDCG differences.
 
-The approximation is checked where it is made: with the items at their mode the query blocks are independent,
-so NUTS on the exact conditional posterior of a few queries (:func:`rcp_jax.models.block_laplace.conditional_model`)
-shows how far the Gaussian's gain intervals are from the exact ones, in units of the exact interval's width.
+It is checked where it is made: with the items at their mode the query blocks are independent, so NUTS on the
+exact conditional posterior of a few queries (:func:`rcp_jax.models.block_laplace.conditional_model`) shows how far
+the fit's gain intervals are from NUTS's, in units of NUTS's interval width.
 (Pareto k of importance ratios is no help here: in a block of ~150 dimensions the ratios of even a good
 Gaussian are heavy-tailed; on 10 x 40 simulated documents every block had k > 1 while the gain intervals
 matched NUTS's to 8% of their width.)
@@ -31,7 +33,7 @@ AUTO_NUTS_MAX_DOCS = 2_000
 #: Queries whose exact conditional posterior NUTS samples to check the block Laplace (0: no check).
 CHECK_QUERIES = 3
 #: The block Laplace's records in ``Draws.info`` (dicts of plain values) that ``save_posterior`` keeps.
-SAVED_INFO = ("newton", "nuts_check", "item_shift", "exact_items")
+SAVED_INFO = ("newton", "nuts_check", "item_shift", "exact_items", "exact_blocks")
 #: Most quasi-Newton steps of the items towards the mode of their Laplace-approximate marginal (each re-solves the
 #: query blocks' conditional modes; :func:`rcp_jax.models.block_laplace.marginal_item_mode`; it stops earlier when a
 #: step is below 1e-3); 1: one linearised step from the joint mode
@@ -43,6 +45,13 @@ ITEM_ITERATIONS = 6
 EXACT_ITEM_QUERIES = 64
 #: Largest R-hat of the exact gradient's HMC chains (the sampled queries' summed gradient) without a warning.
 EXACT_RHAT_MAX = 1.05
+#: Largest R-hat of a query's block coordinates in the exact block draws without naming the query. A block has
+#: ~150 coordinates and 2 chains of 250 draws: the largest of 150 R-hats of well-mixed chains is ~1.03, and of the
+#: 15,000 of 100 queries ~1.08, so the threshold is the older 1.1, not 1.01 per quantity.
+BLOCK_RHAT_MAX = 1.1
+#: Draw every query's block from its exact conditional posterior given the items (batched HMC) rather than from
+#: its Gaussian; see :func:`exact_block_draws`.
+EXACT_BLOCKS = True
 #: Largest median gap (|endpoint difference| / exact interval width) the check accepts without a warning.
 CHECK_GAP_MAX = 0.1
 
@@ -54,8 +63,9 @@ def choose_method(method: str, model: str, n_docs: int) -> tuple[str, str | None
         return method, None
     if model == "joint" and n_docs > AUTO_NUTS_MAX_DOCS:
         return "block_laplace", (f"block_laplace: {n_docs:,} documents, more than the {AUTO_NUTS_MAX_DOCS:,} that NUTS "
-                                 "samples in minutes on a CPU; the Gaussian at the joint posterior's mode, factored "
-                                 f"per query, checked against NUTS on {CHECK_QUERIES} queries")
+                                 "samples in minutes on a CPU; the joint posterior factored per query (the items "
+                                 "Gaussian, each query's block by HMC given them), checked against NUTS on "
+                                 f"{CHECK_QUERIES} queries")
     if model == "rubric_only" and n_docs > AUTO_NUTS_MAX_DOCS:
         return "svi", f"svi: {n_docs:,} documents of the rubric-only model, more than NUTS samples in minutes on a CPU"
     return "nuts", f"nuts: {n_docs:,} documents, within the {AUTO_NUTS_MAX_DOCS:,} that NUTS samples in minutes"
@@ -83,7 +93,7 @@ class NewtonSteps:
 
 class FitProgress:
     """One tqdm bar through the stages of a block-Laplace fit (Newton steps, item correction, the items' exact
-    gradient, draws, NUTS check).
+    gradient, the blocks' exact draws, draws, NUTS check).
 
     The bar's description names the stage (``2/4: draws``); each stage restarts its count, total and time
     estimate, so the remaining time shown is the current stage's.
@@ -109,7 +119,7 @@ class FitProgress:
 
 @contextlib.contextmanager
 def fit_progress(enabled: bool, *, check_queries: int = CHECK_QUERIES, exact_item_queries: int = EXACT_ITEM_QUERIES,
-                 desc: str = "block Laplace"):
+                 exact_blocks: bool | None = None, desc: str = "block Laplace"):
     """A :class:`FitProgress` on stderr (where it is a terminal; tqdm's own rule), or None when not ``enabled``."""
     if not enabled:
         yield None
@@ -117,8 +127,9 @@ def fit_progress(enabled: bool, *, check_queries: int = CHECK_QUERIES, exact_ite
     from tqdm.auto import tqdm
 
     bar = tqdm(total=None, desc=desc, unit="step", leave=False, disable=None, mininterval=0.5)
+    exact_blocks = EXACT_BLOCKS if exact_blocks is None else exact_blocks
     try:
-        yield FitProgress(bar, desc, 3 + (check_queries > 0) + (exact_item_queries > 0))
+        yield FitProgress(bar, desc, 3 + (check_queries > 0) + (exact_item_queries > 0) + bool(exact_blocks))
     finally:
         bar.close()
 
@@ -126,7 +137,7 @@ def fit_progress(enabled: bool, *, check_queries: int = CHECK_QUERIES, exact_ite
 def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt_weight: float, num_samples: int,
                         seed: int, report=None, check_queries: int = CHECK_QUERIES, devices=None,
                         item_sd: float | None = None, item_iterations: int = ITEM_ITERATIONS,
-                        exact_item_queries: int = EXACT_ITEM_QUERIES):
+                        exact_item_queries: int = EXACT_ITEM_QUERIES, exact_blocks: bool | None = None):
     """Draws (:class:`rcp_jax.models.inference.Draws`, one "chain") of the joint model's block Laplace
     approximation, with the Newton solve's record and the NUTS check in ``info``.
 
@@ -143,6 +154,9 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
             the single linearised step).
         exact_item_queries: queries sampled by HMC for the step from there to the exact marginal's mode
             (:data:`EXACT_ITEM_QUERIES`; 0: none; needs ``item_iterations > 1``).
+        exact_blocks: draw every query's block from its exact conditional posterior given the items (HMC,
+            :func:`exact_block_draws`), moved with the items' Gaussian draws through the coupling; False: the
+            per-query Gaussian (None: :data:`EXACT_BLOCKS`).
     """
     from rcp_jax.models import block_laplace, inference, item_score
 
@@ -185,7 +199,13 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         fit = item_score.with_item_shift(fit, exact.pop("shift"), exact.pop("shift_cov"))
         shift = fit.g + fit.g_shift - g_mode
     item_s = time.perf_counter() - item_start
+    blocks = None
+    if EXACT_BLOCKS if exact_blocks is None else exact_blocks:
+        blocks = exact_block_draws(fit, data, num_samples=num_samples, seed=seed, devices=devices,
+                                   progress=None if report is None else
+                                   report.stage(f"exact draws of {fit.n_queries} queries (HMC)", None))
     raw = block_laplace.sample_block_laplace(fit, seed, num_samples, n_docs=inputs.n_docs,
+                                             conditional=None if blocks is None else blocks.pop("x"),
                                              progress=None if report is None else report.stage("draws", None))
     n, c = inputs.wins.shape[1], inputs.trials.shape[2]
     if not np.all(np.isfinite(raw["x"])):
@@ -196,6 +216,10 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
     info = {"num_chains": 1, "num_samples": num_samples, "seed": seed, "newton": fit.info,
             "item_shift": [float(v) for v in shift], "item_s": item_s, **({"exact_items": exact} if exact else {}),
             "fit_s": time.perf_counter() - start}
+    if blocks is not None:
+        conditional = blocks.pop("conditional")
+        rows = blocks.pop("rhat_rows")
+        info["exact_blocks"] = {**blocks, "rhat_queries": [str(inputs.query_ids[i]) for i in rows]}
     floored = np.flatnonzero(np.asarray(fit.x)[: fit.n_queries, n - 1] <= block_laplace.LOG_TAU_FLOOR + 1e-3)
     info["newton"] = {**fit.info, "tau_floor_queries": [str(inputs.query_ids[i]) for i in floored]}
     if len(floored):
@@ -211,11 +235,48 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
                       f"{fit.info['max_step']:.2g}); the Gaussian sits at a point short of the mode", stacklevel=3)
     if check_queries > 0:
         info["nuts_check"] = nuts_check(inputs, fit, data, n_queries=check_queries, seed=seed, bt_ridge=bt_ridge,
-                                        bt_weight=bt_weight,
+                                        bt_weight=bt_weight, conditional=None if blocks is None else conditional,
                                         progress=None if report is None else report.stage(
                                             f"NUTS check on {min(check_queries, inputs.wins.shape[0])} queries", None))
+    conditional = None  # the exact block draws live on in raw["x"]; their unmoved copy is no longer needed
     info["wall_s"] = time.perf_counter() - start
     return inference.Draws(samples=block_laplace.samples_as_sites(raw, n, c), method="block_laplace", info=info)
+
+
+def exact_block_draws(fit, data, *, num_samples: int, seed: int, devices=None, progress=None) -> dict:
+    """Every query's block drawn from its exact conditional posterior given the items at ``fit.g``
+    (:func:`rcp_jax.models.block_hmc.sample_blocks`, :data:`rcp_jax.models.block_hmc.BLOCK_CHAINS` chains of
+    ``ceil(num_samples / chains)`` draws per query; its calls spread over ``devices``, default all), with the
+    chains' record.
+
+    Returns:
+        ``x`` float32[num_samples, Q, M] (the chains' draws interleaved; popped by the caller), ``conditional``
+        (the same array, for the NUTS check), ``max_rhat`` (the largest per-query rank R-hat of a block coordinate
+        over the queries), ``rhat_rows`` (the queries whose R-hat exceeds :data:`BLOCK_RHAT_MAX`, int list),
+        ``min_accept`` (the lowest mean acceptance rate of a query), ``chains``, ``draws_per_chain`` and ``wall_s``.
+    """
+    from rcp_jax.bayes.diagnostics import rank_rhat
+    from rcp_jax.models import block_hmc
+
+    start = time.perf_counter()
+    q = fit.n_queries
+    chains = block_hmc.BLOCK_CHAINS
+    per_chain = -(-num_samples // chains)
+    out = block_hmc.sample_blocks(np.asarray(fit.x)[:q], np.asarray(fit.chol_local)[:q], fit.g, data,
+                                  num_samples=per_chain, seed=seed + 7, devices=devices, progress=progress)
+    xs = out["x"]  # [chains, S, Q, M]
+    m = xs.shape[-1]
+    rhat = np.full(q, np.nan)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for lo in range(0, q, 100):  # a hundred queries' coordinates at a time: memory ~ draws x 15,000
+            part = xs[:, :, lo : lo + 100].reshape(chains, per_chain, -1)
+            rhat[lo : lo + 100] = np.nanmax(rank_rhat(part).reshape(-1, m), axis=1)
+    x = xs.transpose(1, 0, 2, 3).reshape(chains * per_chain, q, m)[:num_samples]  # draw d is chain d % chains
+    return {"x": x, "conditional": x, "max_rhat": float(np.nanmax(rhat)) if np.isfinite(rhat).any() else float("nan"),
+            "rhat_rows": [int(i) for i in np.flatnonzero(rhat > BLOCK_RHAT_MAX)],
+            "min_accept": float(out["accept"].min()), "chains": chains, "draws_per_chain": per_chain,
+            "wall_s": time.perf_counter() - start}
 
 
 def exact_items(fit, data, *, queries: int, seed: int) -> dict:
@@ -241,12 +302,14 @@ def exact_items(fit, data, *, queries: int, seed: int) -> dict:
 
 
 def nuts_check(inputs, fit, data, *, n_queries: int, seed: int, bt_ridge: float, bt_weight: float,
-               num_warmup: int = 400, num_samples: int = 400, ci_prob: float = 0.9, progress=None) -> dict:
+               num_warmup: int = 400, num_samples: int = 400, ci_prob: float = 0.9, conditional=None,
+               progress=None) -> dict:
     """Gain intervals of the block Laplace against NUTS on the exact conditional posterior of a few queries.
 
     With the items at their mode, each query's block is independent of the others; NUTS (2 chains) samples the
-    exact conditional posterior of ``n_queries`` queries drawn with ``seed`` (the largest pools when there are
-    few), and the Gaussian's conditional draws give the same intervals approximately.
+    exact conditional posterior of ``n_queries`` queries drawn with ``seed``, and the fit's conditional draws
+    (``conditional`` float[D, Q, M], the batched HMC's, an independent sampler of the same posterior; None: the
+    Gaussian's, an approximation of it) give the same intervals.
 
     Returns:
         ``queries`` (their ids), ``documents``, ``median_gap`` and ``p90_gap`` (|Laplace - NUTS| interval
@@ -280,7 +343,10 @@ def nuts_check(inputs, fit, data, *, n_queries: int, seed: int, bt_ridge: float,
     exact = gains(draws.samples["w"], draws.samples["alpha"])  # [chains, draws, Qs, N]
     sub = block_laplace.BlockLaplace(x=fit.x[pick], g=fit.g, chol_local=fit.chol_local[pick],
                                      coupling=fit.coupling[pick], chol_items=fit.chol_items)
-    approx_x = block_laplace.sample_block_laplace(sub, seed + 1, 2 * num_samples, items_fixed=True)["x"]
+    if conditional is None:
+        approx_x = block_laplace.sample_block_laplace(sub, seed + 1, 2 * num_samples, items_fixed=True)["x"]
+    else:
+        approx_x = np.asarray(conditional)[:, pick]
     approx = gains(approx_x[..., : n - 1], approx_x[..., n])  # [draws, Qs, N]
     mask = np.arange(n)[None, :] < np.asarray(n_docs)[:, None]
     tail = (1 - ci_prob) / 2
@@ -305,6 +371,10 @@ def block_diagnostics(info: dict) -> dict:
     if exact:
         out.update(exact_item_queries=exact["queries"], exact_item_max_rhat=exact["max_rhat"],
                    exact_item_min_accept=exact["min_accept"])
+    blocks = info.get("exact_blocks")
+    if blocks:
+        out.update(exact_block_max_rhat=blocks["max_rhat"], exact_block_rhat_queries=len(blocks["rhat_queries"]),
+                   exact_block_min_accept=blocks["min_accept"])
     check = info.get("nuts_check")
     if check:
         out.update(check_median_gap=check["median_gap"], check_p90_gap=check["p90_gap"],
@@ -321,6 +391,11 @@ def block_problems(diag: dict) -> list[str]:
     if rhat is not None and np.isfinite(rhat) and rhat > EXACT_RHAT_MAX:
         problems.append(f"block Laplace: the HMC chains behind the items' exact gradient disagree (R-hat {rhat:.3f} > "
                         f"{EXACT_RHAT_MAX}); the items' mean may be off: compare with method 'nuts' on a subset")
+    bad = diag.get("exact_block_rhat_queries")
+    if bad:
+        problems.append(f"block Laplace: the HMC chains of {bad} quer{'y' if bad == 1 else 'ies'} disagree (R-hat up "
+                        f"to {diag['exact_block_max_rhat']:.3f} > {BLOCK_RHAT_MAX}; named in "
+                        "draws.info['exact_blocks']['rhat_queries']): fit those queries with method 'nuts' to compare")
     gap = diag.get("check_median_gap")
     if gap is not None and np.isfinite(gap) and gap > CHECK_GAP_MAX:
         problems.append(f"block Laplace: its gain intervals differ from NUTS's on {diag['check_queries']} checked "

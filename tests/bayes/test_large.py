@@ -46,8 +46,12 @@ def test_block_laplace_posterior_is_checked_against_nuts_and_covers(block_post, 
     d = post.diagnostics
     assert post.method == "block_laplace" and post.model == "joint"
     assert d["newton_converged"] and d["check_queries"] == 2
-    # the Gaussian's gain intervals against NUTS on the exact conditional posterior of two queries
-    assert d["check_median_gap"] < 0.15 and d["check_max_rhat"] < 1.1
+    # every query's block drawn by HMC from its exact conditional posterior: chains that agree, a sane acceptance
+    blocks = post.draws.info["exact_blocks"]
+    assert blocks["chains"] == 2 and blocks["draws_per_chain"] == 200 and blocks["rhat_queries"] == []
+    assert d["exact_block_max_rhat"] < large.BLOCK_RHAT_MAX and 0.6 < d["exact_block_min_accept"] < 0.98
+    # ... whose gain intervals match NUTS's on the same conditional posterior of two queries (two exact samplers)
+    assert d["check_median_gap"] < 0.1 and d["check_max_rhat"] < 1.1
     docs = post.documents.merge(tables[2], on=["query_id", "doc_id"])
     assert (docs["gain_lo"] < docs["gain_mean"]).all() and (docs["gain_mean"] < docs["gain_hi"]).all()
     inside = ((docs["gain_lo"] <= docs["gain"]) & (docs["gain"] <= docs["gain_hi"])).mean()
@@ -61,6 +65,33 @@ def test_block_laplace_posterior_saves_and_loads(block_post, tmp_path):
     assert back.method == "block_laplace"
     np.testing.assert_array_equal(back.gain_draws, block_post.gain_draws)
     assert back.diagnostics["check_median_gap"] == pytest.approx(block_post.diagnostics["check_median_gap"])
+
+
+def test_blocks_whose_chains_disagree_are_named(tables, monkeypatch):
+    windows, answers, _ = tables
+    monkeypatch.setattr(large, "BLOCK_RHAT_MAX", 1.0)  # every query's chains "disagree"
+    with pytest.warns(UserWarning, match=r"HMC chains of 6 queries disagree .*rhat_queries"):
+        post = rcp_jax.fit_posterior(windows, answers, method="block_laplace", check_queries=0, num_samples=60)
+    assert post.draws.info["exact_blocks"]["rhat_queries"] == [f"q{i}" for i in range(6)]
+    assert post.diagnostics["exact_block_rhat_queries"] == 6
+
+
+def test_the_exact_block_draws_move_the_gains_off_the_gaussians(tables, monkeypatch):
+    # the per-query Gaussian's gains are symmetric about the mode's; the exact draws' are not: the means move
+    windows, answers, _ = tables
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        monkeypatch.setattr(large, "EXACT_BLOCKS", False)
+        gaussian = rcp_jax.fit_posterior(windows, answers, method="block_laplace", check_queries=0, num_samples=400)
+    assert "exact_blocks" not in gaussian.draws.info and "exact_block_max_rhat" not in gaussian.diagnostics
+    monkeypatch.undo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exact = rcp_jax.fit_posterior(windows, answers, method="block_laplace", check_queries=0, num_samples=400)
+    a, b = gaussian.documents, exact.documents
+    assert np.allclose(a["gain_mean"], b["gain_mean"], atol=0.1)  # the same posterior, roughly
+    shift = np.abs(a["gain_mean"] - b["gain_mean"]) / (b["gain_hi"] - b["gain_lo"])
+    assert shift.max() > 0.1, shift.max()
 
 
 def test_auto_says_what_it_chose(tables, monkeypatch):
@@ -81,6 +112,7 @@ def test_cli_fit_block_laplace_then_evaluate_posterior(demo_tiny, tmp_path, caps
     assert main(["fit", "--store", str(store), "--out", str(out), "--method", "block-laplace", "--no-plots"]) == 0
     text = capsys.readouterr().out
     assert "block Laplace: 500 draws, Newton converged" in text and "against NUTS on 3 queries" in text
+    assert "each query's block by HMC (largest R-hat" in text
     assert main(["evaluate", "--calibration", str(out), "--runs", str(demo_tiny["runs"]), "--k", "5", "--posterior",
                  "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -118,9 +150,9 @@ def test_a_block_laplace_fit_reports_each_stage_with_a_total(tables, monkeypatch
 
     @contextlib.contextmanager
     def recording(enabled, *, check_queries=large.CHECK_QUERIES, exact_item_queries=large.EXACT_ITEM_QUERIES,
-                  desc="block Laplace"):
+                  exact_blocks=large.EXACT_BLOCKS, desc="block Laplace"):
         assert enabled
-        yield large.FitProgress(bar, desc, 3 + (check_queries > 0) + (exact_item_queries > 0))
+        yield large.FitProgress(bar, desc, 3 + (check_queries > 0) + (exact_item_queries > 0) + bool(exact_blocks))
 
     monkeypatch.setattr(large, "fit_progress", recording)
     windows, answers, _ = tables
@@ -130,9 +162,10 @@ def test_a_block_laplace_fit_reports_each_stage_with_a_total(tables, monkeypatch
                               progress=True)
     stages = [s for s in bar.seen if isinstance(s, str)]
     queries = min(large.EXACT_ITEM_QUERIES, len(set(windows["query_id"])))
-    assert stages == ["block Laplace 1/5: Newton steps", "block Laplace 2/5: item correction",
-                      f"block Laplace 3/5: items' exact gradient, HMC on {queries} queries",
-                      "block Laplace 4/5: draws", "block Laplace 5/5: NUTS check on 1 queries"]
+    assert stages == ["block Laplace 1/6: Newton steps", "block Laplace 2/6: item correction",
+                      f"block Laplace 3/6: items' exact gradient, HMC on {queries} queries",
+                      f"block Laplace 4/6: exact draws of {len(set(windows['query_id']))} queries (HMC)",
+                      "block Laplace 5/6: draws", "block Laplace 6/6: NUTS check on 1 queries"]
     by_stage, current = {}, None
     for item in bar.seen:
         if isinstance(item, str):

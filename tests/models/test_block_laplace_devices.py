@@ -34,9 +34,10 @@ _TWO_DEVICES = textwrap.dedent(
     init = {"w": z0 * np.asarray(cal.tau)[:, None], "tau": np.asarray(cal.tau), "alpha": np.asarray(cal.alpha),
             "u": u, "v": v}
     # the items' exact-gradient step is Monte Carlo (HMC), so float32 rounding of the blocks changes its draws: left
-    # out here, where the deterministic stages must agree (it runs on the gathered sampled queries, one device)
+    # out here, where the deterministic stages must agree (it runs on the gathered sampled queries, one device); so
+    # are the blocks' exact draws (HMC), compared below on their own
     kw = dict(ridge=irt.DEFAULT_RIDGE, bt_ridge=irt.DEFAULT_RIDGE, bt_weight=1.0, num_samples=60, seed=5,
-              exact_item_queries=0)
+              exact_item_queries=0, exact_blocks=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         split = large.block_laplace_draws(inputs, init, check_queries=1, **kw)  # the NUTS check on 2 devices too
@@ -52,6 +53,11 @@ _TWO_DEVICES = textwrap.dedent(
     x0 = np.concatenate([init["w"], np.log(init["tau"])[:, None], init["alpha"][:, None]], axis=1)
     fit = block_laplace.fit_block_laplace(data, x0, np.concatenate([u, v]))
     diff = {k: float(np.max(np.abs(split.samples[k] - single.samples[k]))) for k in split.samples}
+    # the blocks' exact draws, one call per device at a time (one query per call): the same draws as on one device
+    from rcp_jax.models import block_hmc
+    sub = block_laplace.make_data(inputs.wins, inputs.n_docs, inputs.passes, inputs.trials)
+    hmc = [block_hmc.sample_blocks(fit.x[:3], fit.chol_local[:3], fit.g, sub, num_samples=50, seed=2, chains=1,
+                                   rows_together=1, devices=d) for d in (jax.devices(), jax.devices()[:1])]
     print(json.dumps({
         "draws": diff, "gains": float(np.max(np.abs(gains(split.samples) - gains(single.samples)))),
         "gain_sd": float(gains(single.samples).std(0).mean()),
@@ -60,6 +66,7 @@ _TWO_DEVICES = textwrap.dedent(
         "devices": [split.info["newton"]["devices"], single.info["newton"]["devices"]],
         "check": split.info["nuts_check"],
         "rows": fit.x.shape[0], "queries": fit.n_queries,
+        "hmc": float(np.max(np.abs(hmc[0]["x"] - hmc[1]["x"]))), "hmc_sd": float(hmc[1]["x"].std(1).mean()),
         "shardings": [(list(a.sharding.spec), len(a.sharding.device_set))
                       for a in (fit.x, fit.chol_local, fit.coupling)],
     }))
@@ -85,6 +92,7 @@ def test_query_blocks_split_over_two_devices_equal_the_single_device_fit():
     assert max(out["draws"].values()) < 1e-4, out["draws"]
     assert out["gains"] < 1e-5 and out["gain_sd"] > 1e-2
     assert out["shift"] < 1e-5
+    assert out["hmc"] < 1e-5 and out["hmc_sd"] > 0.05, (out["hmc"], out["hmc_sd"])
     # the NUTS check ran with the blocks split
     check = out["check"]
     assert len(check["queries"]) == 1 and 0 <= check["median_gap"] < 0.5 and check["max_rhat"] < 1.2
