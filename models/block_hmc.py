@@ -32,8 +32,12 @@ TARGET_ACCEPT = 0.8
 #: a fixed trajectory close to half a period maps x to about -x and never changes |x| (chains that agree on the
 #: mean and not on the spread; seen with +-20% and 6 steps).
 STEP_JITTER = 0.5
-#: Exact block draws: chains per query, warmup per chain, leapfrog steps per draw, rows sampled together.
-BLOCK_CHAINS, BLOCK_WARMUP, BLOCK_LEAPFROG, BLOCK_ROWS = 2, 120, 5, 256
+#: Exact block draws: chains per query, warmup per chain, leapfrog steps per draw.
+BLOCK_CHAINS, BLOCK_WARMUP, BLOCK_LEAPFROG = 2, 120, 5
+#: Most rows (chains x queries) sampled in one call on a CPU (per gradient at 150 documents, 2 cores: 78 us at 100
+#: and 200 rows, 89 at 256, 98 at 400: the cache) and on an accelerator (every row of 1,000 queries at once, ~1 GB
+#: of intermediates at 150 documents). The queries are split into calls of equal size.
+BLOCK_ROWS_CPU, BLOCK_ROWS_ACCELERATOR = 200, 2048
 
 
 @functools.partial(jax.jit, static_argnames=("n", "c", "num_warmup", "num_samples", "leapfrog"))
@@ -123,7 +127,7 @@ def take_rows(data: Data, rows: np.ndarray) -> Data:
 
 
 def sample_blocks(x_mode, chol, g, data: Data, *, num_samples: int, seed: int, chains: int = BLOCK_CHAINS,
-                  num_warmup: int = BLOCK_WARMUP, leapfrog: int = BLOCK_LEAPFROG, rows_together: int = BLOCK_ROWS,
+                  num_warmup: int = BLOCK_WARMUP, leapfrog: int = BLOCK_LEAPFROG, rows_together: int | None = None,
                   devices=None, progress=None) -> dict:
     """Exact draws of every query's block given the items ``g``: ``chains`` HMC chains per query, ``num_samples``
     kept draws each.
@@ -132,7 +136,8 @@ def sample_blocks(x_mode, chol, g, data: Data, *, num_samples: int, seed: int, c
         x_mode: float[Q, M] the blocks' conditional modes given ``g``; chol: float[Q, M, M] the lower Cholesky
             factors of their precisions there; g: float[G]; data: the collection (Q queries).
         num_samples, seed: draws per chain and the seed; chains, num_warmup, leapfrog: the kernel (:func:`hmc_rows`).
-        rows_together: rows (chains x queries) sampled in one call: memory ``~rows_together * (N^2 + S M)`` floats.
+        rows_together: most rows (chains x queries) sampled in one call: memory ``~rows_together * (N^2 + S M)``
+            floats (default :data:`BLOCK_ROWS_CPU` on CPU devices, :data:`BLOCK_ROWS_ACCELERATOR` on others).
         devices: the devices the calls go to in turn, one call on each at a time (default ``jax.devices()``). A
             call's draws depend on the seed and its queries only, not on its device.
         progress: called as ``progress(queries_done, Q)`` after every call, or None.
@@ -144,8 +149,11 @@ def sample_blocks(x_mode, chol, g, data: Data, *, num_samples: int, seed: int, c
     x_mode, chol = np.asarray(x_mode, np.float32), np.asarray(chol, np.float32)
     q_all, m = x_mode.shape
     n, c = data.wins.shape[1], data.trials.shape[2]
-    per_call = max(1, min(rows_together // chains, q_all))
     devices = list(jax.devices() if devices is None else devices)
+    if rows_together is None:
+        rows_together = BLOCK_ROWS_CPU if devices[0].platform == "cpu" else BLOCK_ROWS_ACCELERATOR
+    calls = -(-q_all // max(1, rows_together // chains))
+    per_call = -(-q_all // calls)  # equal calls: the last one pads at most calls - 1 queries
     key = jax.random.PRNGKey(seed)
     out = np.empty((chains, num_samples, q_all, m), np.float32)
     accept = np.empty(q_all, np.float32)

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from rcp_jax.models import block_hmc
 from rcp_jax.models.block_laplace import (BlockLaplace, Data, _all_blocks, _local_nll, _logdet_gradients,
-                                          _per_query)
+                                          _per_query, _prior_g)
 
 #: Queries sampled for the exact gradient (all of them up to this many; a random sample above).
 SCORE_QUERIES = 64
@@ -100,6 +100,60 @@ def exact_item_gradients(fit: BlockLaplace, data: Data, pick: np.ndarray, *, see
     return {"mean": mean, "mc_var": mc_var, "chains": scores.astype(np.float32),
             "accept": np.asarray(accept).reshape(num_samples, chains, k).mean(axis=(0, 1)),
             "step_size": np.asarray(eps).reshape(chains, k)}
+
+
+def draw_item_gradients(fit: BlockLaplace, data: Data, draws, *, max_draws: int = SCORE_DRAWS) -> dict:
+    """Fisher's identity on every query from draws of its exact conditional posterior given ``fit.g`` (the exact
+    block draws, :func:`rcp_jax.models.block_hmc.sample_blocks`): ``E[d/dg f_q(x_q, g)]``, from at most
+    ``max_draws`` evenly spaced draws per chain.
+
+    Args:
+        draws: float[chains, S, Q, M] (all Q queries).
+
+    Returns:
+        ``mean`` float64[Q, G], ``mc_var`` float64[Q, G] (batch means, as :func:`exact_item_gradients`) and
+        ``chains`` float32[chains, S', Q, G] (the scores, for R-hat).
+    """
+    chains, s_all, q, m = draws.shape
+    n, c = data.wins.shape[1], data.trials.shape[2]
+    keep = np.unique(np.linspace(0, s_all - 1, min(max_draws, s_all)).round().astype(int))
+    g = jnp.asarray(fit.g, jnp.float32)
+    per_query = _per_query(data)
+    scores = np.stack([np.asarray(_scores(jnp.asarray(draws[ch][keep]), g, per_query, data, n, c), np.float64)
+                       for ch in range(chains)])  # [chains, S', Q, G]
+    s = len(keep)
+    batches = 10 if s >= 20 else 1
+    per_batch = s // batches
+    if batches > 1:
+        means = scores[:, : batches * per_batch].reshape(chains, batches, per_batch, q, -1).mean(2)
+        mc_var = means.reshape(chains * batches, q, -1).var(0, ddof=1) / (chains * batches)
+    else:
+        mc_var = scores.var(axis=(0, 1)) / (chains * s)
+    return {"mean": scores.mean(axis=(0, 1)), "mc_var": mc_var, "chains": scores.astype(np.float32)}
+
+
+def correction_from_draws(fit: BlockLaplace, data: Data, draws, *, curvature: np.ndarray | None = None,
+                          max_draws: int = SCORE_DRAWS) -> dict:
+    """The Newton step of the items to the exact marginal's mode from every query's exact block draws.
+
+    With every query sampled the exact marginal's gradient needs no Laplace term: it is ``sum_q E[d/dg f_q] +``
+    the prior's gradient (Fisher's identity), and the step's covariance is its Monte Carlo variance only.
+
+    Args:
+        draws: float[chains, S, Q, M] the exact block draws at ``fit.g``; curvature: float[G, G] the items'
+            marginal curvature (default: the Schur complement of ``fit``); max_draws: scores per chain.
+
+    Returns:
+        ``shift`` float64[G], ``shift_cov`` float64[G, G], ``queries`` (every query, int[Q]) and ``exact``
+        (:func:`draw_item_gradients`' dict).
+    """
+    exact = draw_item_gradients(fit, data, draws, max_draws=max_draws)
+    total = exact["mean"].sum(0) + _prior_g(np.asarray(fit.g, np.float64), data.item_sd)[1]
+    h = fit.chol_items @ fit.chol_items.T if curvature is None else np.asarray(curvature, np.float64)
+    h_inv = np.linalg.inv(h)
+    shift_cov = h_inv @ np.diag(exact["mc_var"].sum(0)) @ h_inv.T
+    return {"shift": -h_inv @ total, "shift_cov": 0.5 * (shift_cov + shift_cov.T), "queries": np.arange(draws.shape[2]),
+            "exact": exact}
 
 
 def pick_queries(n_queries: int, size: int, seed: int) -> np.ndarray:

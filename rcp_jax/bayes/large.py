@@ -191,19 +191,25 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
             raise CalibrationError(f"block Laplace, the items' marginal mode: {exc}; fit this collection with method "
                                    "'svi' (mean-field) or 'nuts'") from None
         shift = fit.g - g_mode
-    exact = None
-    if exact_item_queries > 0 and item_iterations > 1:
-        if report is not None:
-            report.stage(f"items' exact gradient, HMC on {min(exact_item_queries, fit.n_queries)} queries", None)
-        exact = exact_items(fit, data, queries=exact_item_queries, seed=seed)
-        fit = item_score.with_item_shift(fit, exact.pop("shift"), exact.pop("shift_cov"))
-        shift = fit.g + fit.g_shift - g_mode
     item_s = time.perf_counter() - item_start
+    # every query's block from its exact conditional posterior at these items (HMC); the items' exact gradient then
+    # comes from the same draws, on every query
     blocks = None
     if EXACT_BLOCKS if exact_blocks is None else exact_blocks:
         blocks = exact_block_draws(fit, data, num_samples=num_samples, seed=seed, devices=devices,
                                    progress=None if report is None else
                                    report.stage(f"exact draws of {fit.n_queries} queries (HMC)", None))
+    exact = None
+    if exact_item_queries > 0 and item_iterations > 1:
+        item_start = time.perf_counter()
+        if report is not None:
+            report.stage("items' exact gradient, " + (f"HMC on {min(exact_item_queries, fit.n_queries)} queries"
+                                                       if blocks is None else "from every query's draws"), None)
+        exact = exact_items(fit, data, queries=exact_item_queries, seed=seed,
+                            blocks=None if blocks is None else blocks["chains_x"])
+        fit = item_score.with_item_shift(fit, exact.pop("shift"), exact.pop("shift_cov"))
+        shift = fit.g + fit.g_shift - g_mode
+        item_s += time.perf_counter() - item_start
     raw = block_laplace.sample_block_laplace(fit, seed, num_samples, n_docs=inputs.n_docs,
                                              conditional=None if blocks is None else blocks.pop("x"),
                                              progress=None if report is None else report.stage("draws", None))
@@ -218,6 +224,7 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
             "fit_s": time.perf_counter() - start}
     if blocks is not None:
         conditional = blocks.pop("conditional")
+        blocks.pop("chains_x")
         rows = blocks.pop("rhat_rows")
         info["exact_blocks"] = {**blocks, "rhat_queries": [str(inputs.query_ids[i]) for i in rows]}
     floored = np.flatnonzero(np.asarray(fit.x)[: fit.n_queries, n - 1] <= block_laplace.LOG_TAU_FLOOR + 1e-3)
@@ -250,8 +257,9 @@ def exact_block_draws(fit, data, *, num_samples: int, seed: int, devices=None, p
     chains' record.
 
     Returns:
-        ``x`` float32[num_samples, Q, M] (the chains' draws interleaved; popped by the caller), ``conditional``
-        (the same array, for the NUTS check), ``max_rhat`` (the largest per-query rank R-hat of a block coordinate
+        ``x`` float32[num_samples, Q, M] (the chains' draws one chain after the other; popped by the caller),
+        ``conditional`` (the same array, for the NUTS check), ``chains_x`` (the same draws as float32[chains, S,
+        Q, M], for the items' exact gradient), ``max_rhat`` (the largest per-query rank R-hat of a block coordinate
         over the queries), ``rhat_rows`` (the queries whose R-hat exceeds :data:`BLOCK_RHAT_MAX`, int list),
         ``min_accept`` (the lowest mean acceptance rate of a query), ``chains``, ``draws_per_chain`` and ``wall_s``.
     """
@@ -272,24 +280,32 @@ def exact_block_draws(fit, data, *, num_samples: int, seed: int, devices=None, p
         for lo in range(0, q, 100):  # a hundred queries' coordinates at a time: memory ~ draws x 15,000
             part = xs[:, :, lo : lo + 100].reshape(chains, per_chain, -1)
             rhat[lo : lo + 100] = np.nanmax(rank_rhat(part).reshape(-1, m), axis=1)
-    x = xs.transpose(1, 0, 2, 3).reshape(chains * per_chain, q, m)[:num_samples]  # draw d is chain d % chains
-    return {"x": x, "conditional": x, "max_rhat": float(np.nanmax(rhat)) if np.isfinite(rhat).any() else float("nan"),
+    x = xs.reshape(chains * per_chain, q, m)[:num_samples]  # a view: draw d is chain d // per_chain's
+    return {"x": x, "conditional": x, "chains_x": xs, "max_rhat": float(np.nanmax(rhat)) if np.isfinite(rhat).any() else float("nan"),
             "rhat_rows": [int(i) for i in np.flatnonzero(rhat > BLOCK_RHAT_MAX)],
             "min_accept": float(out["accept"].min()), "chains": chains, "draws_per_chain": per_chain,
             "wall_s": time.perf_counter() - start}
 
 
-def exact_items(fit, data, *, queries: int, seed: int) -> dict:
-    """The items' step from their Laplace-marginal mode to the exact marginal's mode
-    (:func:`rcp_jax.models.item_score.item_correction`) and its record: ``shift`` and ``shift_cov`` (popped by the
-    caller), ``queries`` (how many were sampled), ``shift_sd`` (the step's SDs, float list), ``min_accept`` (the
-    lowest HMC acceptance rate of a query), ``max_rhat`` (rank R-hat of the sampled queries' summed item gradient,
-    the quantity the step rests on, worst item) and ``wall_s``."""
+def exact_items(fit, data, *, queries: int, seed: int, blocks=None) -> dict:
+    """The items' step from their Laplace-marginal mode to the exact marginal's mode and its record: ``shift`` and
+    ``shift_cov`` (popped by the caller), ``queries`` (how many were sampled), ``shift_sd`` (the step's SDs, float
+    list), ``min_accept`` (the lowest HMC acceptance rate of a query; None from ``blocks``), ``max_rhat`` (rank
+    R-hat of the sampled queries' summed item gradient, the quantity the step rests on, worst item) and ``wall_s``.
+
+    With ``blocks`` (float[chains, S, Q, M], every query's exact block draws at ``fit.g``) the gradient is summed
+    over every query from those draws (:func:`rcp_jax.models.item_score.correction_from_draws`); without, HMC
+    samples up to ``queries`` of them (:func:`rcp_jax.models.item_score.item_correction`)."""
     from rcp_jax.bayes.diagnostics import rank_rhat
     from rcp_jax.models import item_score
 
     start = time.perf_counter()
-    out = item_score.item_correction(fit, data, queries=queries, seed=seed, curvature=fit.item_curvature)
+    if blocks is None:
+        out = item_score.item_correction(fit, data, queries=queries, seed=seed, curvature=fit.item_curvature)
+        accept = float(np.min(out["exact"]["accept"]))
+    else:
+        out = item_score.correction_from_draws(fit, data, blocks, curvature=fit.item_curvature)
+        accept = None
     summed = out["exact"]["chains"].sum(axis=2)  # [chains, S, G]: each draw's gradient summed over the queries
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -297,8 +313,7 @@ def exact_items(fit, data, *, queries: int, seed: int) -> dict:
     return {"shift": out["shift"], "shift_cov": out["shift_cov"], "queries": len(out["queries"]),
             "step": [float(v) for v in out["shift"]],
             "shift_sd": [float(v) for v in np.sqrt(np.diag(out["shift_cov"]))],
-            "min_accept": float(np.min(out["exact"]["accept"])), "max_rhat": rhat,
-            "wall_s": time.perf_counter() - start}
+            "min_accept": accept, "max_rhat": rhat, "wall_s": time.perf_counter() - start}
 
 
 def nuts_check(inputs, fit, data, *, n_queries: int, seed: int, bt_ridge: float, bt_weight: float,
@@ -369,8 +384,9 @@ def block_diagnostics(info: dict) -> dict:
         out["tau_floor_queries"] = len(info["newton"]["tau_floor_queries"])
     exact = info.get("exact_items")
     if exact:
-        out.update(exact_item_queries=exact["queries"], exact_item_max_rhat=exact["max_rhat"],
-                   exact_item_min_accept=exact["min_accept"])
+        out.update(exact_item_queries=exact["queries"], exact_item_max_rhat=exact["max_rhat"])
+        if exact.get("min_accept") is not None:
+            out["exact_item_min_accept"] = exact["min_accept"]
     blocks = info.get("exact_blocks")
     if blocks:
         out.update(exact_block_max_rhat=blocks["max_rhat"], exact_block_rhat_queries=len(blocks["rhat_queries"]),

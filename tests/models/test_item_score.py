@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from rcp_jax.models import block_laplace, item_score
+from rcp_jax.models import block_hmc, block_laplace, item_score
 
 from tests.helpers.block_collections import collection
 
@@ -82,6 +82,25 @@ def test_the_step_lands_where_the_exact_marginal_gradient_vanishes(at_laplace_mo
     # in posterior SDs: the Newton decrement g^T Sigma g
     assert float(before @ cov @ before) > 0.01
     assert float(after @ cov @ after) < 0.2 * float(before @ cov @ before)
+
+
+def test_the_step_from_every_querys_block_draws_also_lands_there(at_laplace_mode):
+    # the same step from the exact block draws of every query (no Laplace terms: the prior's gradient instead)
+    data, fit = at_laplace_mode
+    draws = block_hmc.sample_blocks(fit.x, fit.chol_local, fit.g, data, num_samples=1000, seed=4)["x"]
+    out = item_score.correction_from_draws(fit, data, draws, curvature=fit.item_curvature, max_draws=1000)
+    assert out["queries"].tolist() == [0, 1, 2, 3] and out["exact"]["chains"].shape[:2] == (2, 1000)
+
+    def exact_gradient(g):
+        means, _ = importance_expectations(fit, data, g)
+        return means.sum(0) + g / data.item_sd**2
+
+    cov = np.linalg.inv(fit.chol_items @ fit.chol_items.T)
+    before = exact_gradient(fit.g)
+    after = exact_gradient(fit.g + out["shift"])
+    assert float(after @ cov @ after) < 0.2 * float(before @ cov @ before)
+    # and its covariance is the Monte Carlo error alone: small against the items' own
+    assert np.all(np.diag(out["shift_cov"]) < 0.05 * np.diag(cov))
 
 
 def test_the_shift_moves_the_items_and_adds_its_covariance(at_laplace_mode):
