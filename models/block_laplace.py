@@ -16,7 +16,10 @@ per query and one small ``[G, G]`` item block. Everything here exploits that:
   (``diag(S 1) - S`` with ``S = (W + W^T) p (1 - p)``) mapped by the Jacobian of ``theta(x)``, the rest by
   forward-over-reverse autodiff of an ``O(N C)`` function (no ``[M, N, N]`` temporaries);
 * **draws** - exact draws of the Gaussian at the mode: ``g`` from its marginal (precision = the Schur
-  complement), then each ``x_q | g`` from its conditional (precision = the query's block), batched;
+  complement), then each ``x_q | g`` from its conditional (precision = the query's block), batched; or, as
+  :func:`rcp_jax.fit_posterior` does, each ``x_q`` from its exact conditional posterior at the items' mode
+  (:mod:`rcp_jax.models.block_hmc`), moved with ``g``'s draw through the coupling (:func:`sample_block_laplace`'s
+  ``conditional``);
 * **items' mean** - the items' marginal is not Gaussian at the joint mode: quasi-Newton steps move them to the mode
   of their Laplace-approximate marginal (:func:`marginal_item_mode`, each step re-solving the blocks' conditional
   modes), where the Gaussian is factored again;

@@ -612,8 +612,8 @@ def fit_posterior(
         answers: one row per rubric placement: ``query_id, doc_id, C1..CK`` with 0/1 answers.
         method: ``auto`` (default: ``nuts`` up to :data:`rcp_jax.bayes.large.AUTO_NUTS_MAX_DOCS` documents, above
             that ``block_laplace`` for the joint model and ``svi`` for the rubric-only one; the choice and its reason
-            in ``settings["auto"]``), ``nuts``, ``block_laplace`` (the joint model's Gaussian at its mode in
-            block-arrow form, :mod:`rcp_jax.bayes.large`; any size), ``svi`` (AutoNormal; very large query sets), ``laplace``
+            in ``settings["auto"]``), ``nuts``, ``block_laplace`` (the joint model factored per query at its mode:
+            the items Gaussian, each query's block by HMC given them, :mod:`rcp_jax.bayes.large`; any size), ``svi`` (AutoNormal; very large query sets), ``laplace``
             (AutoLaplaceApproximation) or ``map`` (one "draw" at the posterior mode, no uncertainty).
         model: ``joint`` (default with window scores, except for ``method="map"``: its gain intervals
             cover at their nominal rate on noisy tournaments), ``frozen`` (default with BT scores, which
