@@ -65,12 +65,29 @@ def test_hmc_expectations_match_importance_sampling(at_laplace_mode):
     assert np.linalg.norm(reference[picked] - at_mode) > 3 * np.linalg.norm(diff)
 
 
-def test_the_step_lands_where_the_exact_marginal_gradient_vanishes(at_laplace_mode):
+def _step_by_hmc_on_the_queries(fit, data):
+    out = item_score.item_correction(fit, data, curvature=fit.item_curvature, num_samples=1000, seed=2)
+    assert out["queries"].tolist() == [0, 1, 2, 3] and np.all(out["shift_cov"] == out["shift_cov"].T)
+    return out
+
+
+def _step_from_the_block_draws(fit, data):
+    # every query's exact block draws (no Laplace terms: the prior's gradient instead)
+    draws = block_hmc.sample_blocks(fit.x, fit.chol_local, fit.g, data, num_samples=1000, seed=4)["x"]
+    out = item_score.correction_from_draws(fit, data, draws, curvature=fit.item_curvature, max_draws=1000)
+    assert out["queries"].tolist() == [0, 1, 2, 3] and out["exact"]["chains"].shape[:2] == (2, 1000)
+    # its covariance is the Monte Carlo error alone: small against the items' own
+    cov = np.linalg.inv(fit.chol_items @ fit.chol_items.T)
+    assert np.all(np.diag(out["shift_cov"]) < 0.05 * np.diag(cov))
+    return out
+
+
+@pytest.mark.parametrize("step", [_step_by_hmc_on_the_queries, _step_from_the_block_draws])
+def test_the_step_lands_where_the_exact_marginal_gradient_vanishes(at_laplace_mode, step):
     # at the Laplace marginal's mode the exact marginal's gradient (sum of the importance-sampled expectations plus
     # the prior's) is not zero; after the exact-gradient step it is, up to the samplers' noise
     data, fit = at_laplace_mode
-    out = item_score.item_correction(fit, data, curvature=fit.item_curvature, num_samples=1000, seed=2)
-    assert out["queries"].tolist() == [0, 1, 2, 3] and np.all(out["shift_cov"] == out["shift_cov"].T)
+    out = step(fit, data)
 
     def exact_gradient(g):
         means, _ = importance_expectations(fit, data, g)
@@ -82,25 +99,6 @@ def test_the_step_lands_where_the_exact_marginal_gradient_vanishes(at_laplace_mo
     # in posterior SDs: the Newton decrement g^T Sigma g
     assert float(before @ cov @ before) > 0.01
     assert float(after @ cov @ after) < 0.2 * float(before @ cov @ before)
-
-
-def test_the_step_from_every_querys_block_draws_also_lands_there(at_laplace_mode):
-    # the same step from the exact block draws of every query (no Laplace terms: the prior's gradient instead)
-    data, fit = at_laplace_mode
-    draws = block_hmc.sample_blocks(fit.x, fit.chol_local, fit.g, data, num_samples=1000, seed=4)["x"]
-    out = item_score.correction_from_draws(fit, data, draws, curvature=fit.item_curvature, max_draws=1000)
-    assert out["queries"].tolist() == [0, 1, 2, 3] and out["exact"]["chains"].shape[:2] == (2, 1000)
-
-    def exact_gradient(g):
-        means, _ = importance_expectations(fit, data, g)
-        return means.sum(0) + g / data.item_sd**2
-
-    cov = np.linalg.inv(fit.chol_items @ fit.chol_items.T)
-    before = exact_gradient(fit.g)
-    after = exact_gradient(fit.g + out["shift"])
-    assert float(after @ cov @ after) < 0.2 * float(before @ cov @ before)
-    # and its covariance is the Monte Carlo error alone: small against the items' own
-    assert np.all(np.diag(out["shift_cov"]) < 0.05 * np.diag(cov))
 
 
 def test_the_shift_moves_the_items_and_adds_its_covariance(at_laplace_mode):
