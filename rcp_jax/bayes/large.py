@@ -92,8 +92,8 @@ class NewtonSteps:
 
 
 class FitProgress:
-    """One tqdm bar through the stages of a block-Laplace fit (Newton steps, item correction, the items' exact
-    gradient, the blocks' exact draws, draws, NUTS check).
+    """One tqdm bar through the stages of a block-Laplace fit (Newton steps, item correction, the blocks' exact
+    draws, the items' exact gradient, draws, NUTS check).
 
     The bar's description names the stage (``2/4: draws``); each stage restarts its count, total and time
     estimate, so the remaining time shown is the current stage's.
@@ -152,8 +152,9 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         devices: the devices the query blocks are split over (default: all of ``jax.devices()``; one: no split).
         item_iterations: most steps of the items towards their Laplace-marginal mode (:data:`ITEM_ITERATIONS`; 1:
             the single linearised step).
-        exact_item_queries: queries sampled by HMC for the step from there to the exact marginal's mode
-            (:data:`EXACT_ITEM_QUERIES`; 0: none; needs ``item_iterations > 1``).
+        exact_item_queries: the step from there to the exact marginal's mode: with the exact block draws it comes
+            from them on every query; without, HMC samples this many queries for it (:data:`EXACT_ITEM_QUERIES`).
+            0: no step; needs ``item_iterations > 1``.
         exact_blocks: draw every query's block from its exact conditional posterior given the items (HMC,
             :func:`exact_block_draws`), moved with the items' Gaussian draws through the coupling; False: the
             per-query Gaussian (None: :data:`EXACT_BLOCKS`).
