@@ -259,6 +259,10 @@ def main(argv=None) -> int:
     p.add_argument("--docs", type=int, default=30)
     p.add_argument("--noise", type=float, default=1.5, help="judge score noise SD (default 1.5: noisy)")
     p.add_argument("--placements", type=float, default=8.0, help="tournament placements per document (default 8)")
+    p.add_argument("--kappa", type=float, default=0.15,
+                   help="the judge's context effect (scores pushed from the window's mean; default 0.15, 0: none)")
+    p.add_argument("--resolution", type=float, default=1.0,
+                   help="the judge's score rounding step (default 1: integers; 0: no rounding)")
     p.add_argument("--models", nargs="+", default=["joint", "frozen"], choices=("joint", "frozen"))
     p.add_argument("--methods", nargs="+", default=["nuts", "laplace", "svi"],
                    choices=("nuts", "laplace", "svi", "block_laplace"))
@@ -293,7 +297,8 @@ def main(argv=None) -> int:
             seed = args.seed + i
             sim = simulate.simulate_judgements(seed, [args.docs] * args.queries, noise=args.noise,
                                                tournament_placements=args.placements,
-                                               rubric_placements=args.rubric_placements)
+                                               rubric_placements=args.rubric_placements, kappa=args.kappa,
+                                               resolution=args.resolution)
             windows, answers = collection_tables(sim)
             run = systems_run(sim, rcp_jax.fit_bradley_terry(windows, float64=True), seed)
             for model in args.models:
