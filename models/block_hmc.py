@@ -5,10 +5,10 @@ log scale and offset, M = N + 1 numbers) has the exact conditional posterior ``e
 Laplace (:mod:`rcp_jax.models.block_laplace`) holds each one's mode and the Cholesky factor ``L_q`` of its
 precision there; in the coordinates ``x = x* + L^-T z`` the target is close to a standard normal, so one plain
 HMC kernel (a fixed number of leapfrog steps, one step size per row tuned in warmup by dual averaging towards
-:data:`TARGET_ACCEPT`, the step jittered by +-20%) serves every query, vmapped over rows.
+:data:`TARGET_ACCEPT`, the step jittered by +-:data:`STEP_JITTER`) serves every query, vmapped over rows.
 
-Used twice: for the items' exact marginal gradient on a sample of queries (:mod:`rcp_jax.models.item_score`,
-Fisher's identity) and for the exact draws of every query's block (:func:`sample_blocks`), which replace the
+Used twice: for the items' exact marginal gradient on a sample of queries when the blocks stay Gaussian
+(:mod:`rcp_jax.models.item_score`, Fisher's identity) and for the exact draws of every query's block (:func:`sample_blocks`), which replace the
 per-query Gaussian where a query's posterior is skewed (documents with few informative answers, a scale near
 its floor).
 
@@ -57,7 +57,8 @@ def hmc_rows(key, x_mode, chol, g, per_query: dict, data: Data, n: int, c: int, 
     """
     rows, m = x_mode.shape
     # x = x* + L^-T z by a matrix product: batched triangular solves are slow on XLA's CPU backend
-    chol = jax.vmap(lambda lower: jax.scipy.linalg.solve_triangular(lower, jnp.eye(m, dtype=lower.dtype), lower=True).T)(chol)
+    eye = jnp.eye(m, dtype=chol.dtype)
+    chol = jax.vmap(lambda lower: jax.scipy.linalg.solve_triangular(lower, eye, lower=True).T)(chol)  # L^-T
 
     def coordinates(z, xm, upper):
         return xm + upper @ z

@@ -12,10 +12,12 @@ The exact marginal's gradient needs no Gaussian. By Fisher's identity,
 
 an expectation under each query's exact conditional posterior. Given the items the queries are independent, so
 Hamiltonian Monte Carlo samples all of them at once, batched, each in the coordinates that whiten its Laplace
-block (:mod:`rcp_jax.models.block_hmc`). Per query, the gap between that expectation and the query's Laplace term is the approximation's error;
-at the Laplace marginal's mode their sum (every query's, or scaled up from a random sample of queries) is the
-exact marginal's gradient, and one Newton step with the items' curvature moves the items to the exact marginal's
-mode. The step's own uncertainty (which queries were sampled, Monte Carlo error) is added to the items' covariance.
+block (:mod:`rcp_jax.models.block_hmc`). Per query, the gap between that expectation and the query's Laplace
+term is the approximation's error; at the Laplace marginal's mode their sum (every query's, or scaled up from a
+random sample of queries) is the exact marginal's gradient, and one Newton step with the items' curvature moves the
+items to the exact marginal's mode. The step's own uncertainty (which queries were sampled, Monte Carlo error) is
+added to the items' covariance. When every query's exact block draws exist (:func:`correction_from_draws`) no
+Laplace term is needed: the sum of the expectations plus the prior's gradient is the exact marginal's gradient.
 
 Shapes: as :mod:`rcp_jax.models.block_laplace` (Q queries, N documents, C criteria, G = 2 (C - 1), M = N + 1).
 """

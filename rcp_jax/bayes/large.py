@@ -212,7 +212,7 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
         shift = fit.g + fit.g_shift - g_mode
         item_s += time.perf_counter() - item_start
     raw = block_laplace.sample_block_laplace(fit, seed, num_samples, n_docs=inputs.n_docs,
-                                             conditional=None if blocks is None else blocks.pop("x"),
+                                             conditional=None if blocks is None else blocks["x"],
                                              progress=None if report is None else report.stage("draws", None))
     n, c = inputs.wins.shape[1], inputs.trials.shape[2]
     if not np.all(np.isfinite(raw["x"])):
@@ -224,7 +224,7 @@ def block_laplace_draws(inputs, init: dict, *, ridge: float, bt_ridge: float, bt
             "item_shift": [float(v) for v in shift], "item_s": item_s, **({"exact_items": exact} if exact else {}),
             "fit_s": time.perf_counter() - start}
     if blocks is not None:
-        conditional = blocks.pop("conditional")
+        conditional = blocks.pop("x")
         blocks.pop("chains_x")
         rows = blocks.pop("rhat_rows")
         info["exact_blocks"] = {**blocks, "rhat_queries": [str(inputs.query_ids[i]) for i in rows]}
@@ -259,8 +259,7 @@ def exact_block_draws(fit, data, *, num_samples: int, seed: int, devices=None, p
 
     Returns:
         ``x`` float32[num_samples, Q, M] (the chains' draws one chain after the other; popped by the caller),
-        ``conditional`` (the same array, for the NUTS check), ``chains_x`` (the same draws as float32[chains, S,
-        Q, M], for the items' exact gradient), ``max_rhat`` (the largest per-query rank R-hat of a block coordinate
+        ``chains_x`` (the same draws as float32[chains, S, Q, M], for the items' exact gradient), ``max_rhat`` (the largest per-query rank R-hat of a block coordinate
         over the queries), ``rhat_rows`` (the queries whose R-hat exceeds :data:`BLOCK_RHAT_MAX`, int list),
         ``min_accept`` (the lowest mean acceptance rate of a query), ``chains``, ``draws_per_chain`` and ``wall_s``.
     """
@@ -282,7 +281,8 @@ def exact_block_draws(fit, data, *, num_samples: int, seed: int, devices=None, p
             part = xs[:, :, lo : lo + 100].reshape(chains, per_chain, -1)
             rhat[lo : lo + 100] = np.nanmax(rank_rhat(part).reshape(-1, m), axis=1)
     x = xs.reshape(chains * per_chain, q, m)[:num_samples]  # a view: draw d is chain d // per_chain's
-    return {"x": x, "conditional": x, "chains_x": xs, "max_rhat": float(np.nanmax(rhat)) if np.isfinite(rhat).any() else float("nan"),
+    max_rhat = float(np.nanmax(rhat)) if np.isfinite(rhat).any() else float("nan")
+    return {"x": x, "chains_x": xs, "max_rhat": max_rhat,
             "rhat_rows": [int(i) for i in np.flatnonzero(rhat > BLOCK_RHAT_MAX)],
             "min_accept": float(out["accept"].min()), "chains": chains, "draws_per_chain": per_chain,
             "wall_s": time.perf_counter() - start}
