@@ -5,12 +5,12 @@ calibrated ability of METHOD section 3, so the true gain of a document is ``gain
 
 * **Stage A** (tournament). In a window, the judge's score of document i is::
 
-      s_i = clip(round_to(d_j * (r_i + kappa * (r_i - mean_window r)) + shift_j + eps_i, resolution), -5, 5)
+      s_i = clip(round_to(d_j * (r_i + kappa * (r_i - mean_window r)) + shift_j + eps_i, resolution), -c, c)
 
   with a query-specific decisiveness ``d_j`` (so raw BT scales differ between queries: BT recovers
   ``d_j * r`` up to a constant), a query-specific shift (pushes scores against the clip), a context
   effect ``kappa`` (documents look better beside weaker ones and worse beside stronger ones) and noise
-  ``eps ~ N(0, noise^2)``. The exact calibration of BT scores is then ``tau_j = 1 / d_j`` and
+  ``eps ~ N(0, noise^2)``, clipped to the judge's scale ``[-c, c]`` (``c = 5``, METHOD's -5..+5). The exact calibration of BT scores is then ``tau_j = 1 / d_j`` and
   ``alpha_j = mean_j(r)`` up to the context effect and clipping.
 * **Stage B** (rubric). Each criterion answer of a placement is Bernoulli with
   ``P(yes) = sigmoid(gamma_c (r_i - beta_c))`` - a 2PL with chosen item parameters.
@@ -46,7 +46,8 @@ class JudgeTruth:
         decisiveness: float64[Q] judge decisiveness ``d_j`` (Stage A score units per relevance unit).
         shift: float64[Q] judge score shift of each query.
         gamma, beta: float64[C] true rubric item parameters.
-        noise: Stage A score noise SD; kappa: context effect; resolution: score rounding step (0 = none).
+        noise: Stage A score noise SD; kappa: context effect; resolution: score rounding step (0 = none);
+        clip: end of the score scale (scores are clipped to ``[-clip, clip]``).
     """
 
     relevance: list[np.ndarray]
@@ -57,6 +58,7 @@ class JudgeTruth:
     noise: float = 1.0
     kappa: float = 0.15
     resolution: float = 1.0
+    clip: float = 5.0
 
     @property
     def n_docs(self) -> np.ndarray:
@@ -77,6 +79,7 @@ def simulate_truth(
     noise: float = 1.0,
     kappa: float = 0.15,
     resolution: float = 1.0,
+    clip: float = 5.0,
 ) -> JudgeTruth:
     """Draw a collection: per query a difficulty, a spread, a decisiveness and a shift.
 
@@ -85,7 +88,7 @@ def simulate_truth(
         n_docs: int[Q] pool sizes (or a sequence of ints).
         gamma, beta: true item parameters (default: the published NanoBEIR values).
         decisiveness_range: ``d_j`` is log-uniform in this range (about 3x spread, as the paper's tau).
-        noise, kappa, resolution: Stage A judge noise, context effect and score rounding.
+        noise, kappa, resolution, clip: Stage A judge noise, context effect, score rounding and scale end.
 
     Relevance: ``r_i = mu_j + sd_j z_i`` with ``mu_j ~ N(0, 1)``, ``sd_j ~ U(1.5, 2.5)``.
     """
@@ -101,7 +104,7 @@ def simulate_truth(
         shift=rng.normal(0.0, 1.0, q),
         gamma=NANOBEIR_GAMMA.copy() if gamma is None else np.asarray(gamma, dtype=np.float64),
         beta=NANOBEIR_BETA.copy() if beta is None else np.asarray(beta, dtype=np.float64),
-        noise=noise, kappa=kappa, resolution=resolution,
+        noise=noise, kappa=kappa, resolution=resolution, clip=clip,
     )
 
 
@@ -112,7 +115,7 @@ def window_scores(rng: np.random.Generator, truth: JudgeTruth, query: int, docs:
     raw = raw + rng.normal(0.0, truth.noise, len(r))
     if truth.resolution > 0:
         raw = np.round(raw / truth.resolution) * truth.resolution
-    return np.clip(raw, -5.0, 5.0)
+    return np.clip(raw, -truth.clip, truth.clip)
 
 
 def rubric_answers(rng: np.random.Generator, truth: JudgeTruth, query: int, docs: np.ndarray, *,

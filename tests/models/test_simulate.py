@@ -45,3 +45,16 @@ def test_same_seed_same_data():
     b = simulate_judgements(3, [20, 30])
     np.testing.assert_array_equal(a.window_scores, b.window_scores)
     np.testing.assert_array_equal(a.rubric_answers, b.rubric_answers)
+
+
+def test_scores_stay_on_the_judge_scale_and_a_wider_scale_clips_less():
+    """Default scale -5..+5 (METHOD's); ``clip`` widens it, and the scores below the bound do not change."""
+    sim5 = simulate_judgements(3, [60] * 4)
+    wide = simulate_judgements(3, [60] * 4, clip=50.0)
+    real = sim5.window_docs >= 0
+    s5, sw = sim5.window_scores[real], wide.window_scores[real]
+    assert sim5.truth.clip == 5.0 and np.abs(s5).max() == 5.0
+    assert np.mean(np.abs(s5) == 5.0) > 0.01  # this judge's spread reaches the bound
+    assert np.abs(sw).max() > 5.0
+    inside = np.abs(sw) < 5.0
+    np.testing.assert_array_equal(s5[inside], sw[inside])
