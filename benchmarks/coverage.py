@@ -36,6 +36,12 @@ at the end and written to ``coverage<tag>.json``. Example (about 40 min on 2 bus
     python -m benchmarks.coverage --datasets 20
     python -m benchmarks.coverage --summary          # summarise the JSONL written so far
 
+``pair_judge`` is the coverage of the pairs of judge-only rankers (``stage_a``, ``judge_mid``, ``judge_weak``), and
+each record keeps the items' errors and interval SDs (``gamma_interval_sd``: width / 3.29) to tell bias from width.
+``--clip``, ``--kappa``, ``--resolution`` and ``--noise`` change the simulated judge (the end of its score scale, its
+context effect, its rounding, its noise), ``--bt-ridge`` the posterior's prior on theta: RESULTS.md takes the
+misses at 100 x 150 apart with them.
+
 ``--item-sd ridge`` fits with the MAP ridge's item prior (SD ``1 / sqrt(ridge NC)``) instead of
 :func:`rcp_jax.fit_posterior`'s fixed one: the items' coverage before and after (``benchmarks/RESULTS.md``).
 """
@@ -54,12 +60,14 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.fixtures.simulated_collections import collection_tables
-from rcp_jax.models import bayes, simulate
+from rcp_jax.models import bayes, bradley_terry, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 
 OUT = ROOT / "benchmarks" / "out"
 NULL_PAIRS = ({"mid_a", "mid_b"}, {"weak_a", "weak_b"})
+#: Rankers that order by the judge's own data (BT MAP scores, with or without noise of their own).
+JUDGE_ONLY = frozenset({"stage_a", "judge_mid", "judge_weak"})
 
 
 def systems_run(sim, bt: pd.DataFrame, seed: int) -> pd.DataFrame:
@@ -125,6 +133,8 @@ def evaluate_fit(post, sim, run: pd.DataFrame, *, n_bootstrap: int, seed: int) -
     for name, truth in true_items.items():
         rec[f"{name}_cover"] = float(((items[f"{name}_lo"] <= truth) & (truth <= items[f"{name}_hi"])).mean())
         rec[f"{name}_error"] = [float(e) for e in items[f"{name}_mean"].to_numpy() - truth]
+        # the SD of a normal with this 90% interval (width / 3.29): the error's scale the interval claims
+        rec[f"{name}_interval_sd"] = [float(h) for h in (items[f"{name}_hi"] - items[f"{name}_lo"]).to_numpy() / 3.29]
     d = post.documents.copy()
     d["true"] = [float(sim.truth.gains(int(q[1:]))[int(x.split("-d")[1])]) for q, x in zip(d["query_id"], d["doc_id"])]
     inside = (d["gain_lo"] <= d["true"]) & (d["true"] <= d["gain_hi"])
@@ -164,6 +174,12 @@ def evaluate_fit(post, sim, run: pd.DataFrame, *, n_bootstrap: int, seed: int) -
     rec["pair_cover_nonnull"] = float(p_in[~is_null].mean())
     rec["pair_cover_comb"] = float(((p["lo"] <= p["true"]) & (p["true"] <= p["hi"])).mean())
     rec["pair_width"] = float((p["cal_hi"] - p["cal_lo"]).mean())
+    # pairs of rankers built from the judge's data only (stage_a, judge_mid, judge_weak): the quantities a posterior
+    # of the judge's answers is calibrated for (module docstring); the other pairs hold a ranker that saw the truth
+    judge_only = np.array([a in JUDGE_ONLY and b in JUDGE_ONLY for a, b in zip(p["system_a"], p["system_b"])])
+    comb_in = (p["lo"] <= p["true"]) & (p["true"] <= p["hi"])
+    rec["pair_cover_judge"] = float(p_in[judge_only].mean())
+    rec["pair_cover_comb_judge"] = float(comb_in[judge_only].mean())
     rec["null_calls"] = [str(c) for c in p.loc[is_null, "call"]]
     rec["false_call"] = float(np.isin(p.loc[is_null, "call"], ["A>B", "B>A"]).mean())
     ps = p.loc[is_null, "p_a_better"].to_numpy()
@@ -179,7 +195,7 @@ def fit_one(windows, answers, model: str, method: str, args, seed: int):
     from rcp_jax.bayes import fit_posterior
 
     kw = dict(model=model, method=method, seed=seed, num_samples=args.samples, warn=False,
-              item_sd=None if args.item_sd == "ridge" else float(args.item_sd))
+              item_sd=None if args.item_sd == "ridge" else float(args.item_sd), bt_ridge=args.bt_ridge)
     if method == "nuts":
         kw.update(num_warmup=args.warmup, num_chains=args.chains)
     elif method != "block_laplace":
@@ -222,6 +238,8 @@ def summarise(records: list[dict]) -> pd.DataFrame:
             "oracle_has_1": g["oracle_has_1"].mean(), "stage_a_is_1": g["stage_a_is_1"].mean(),
             "pair": g["pair_cover"].mean(), "pair_nonnull": g["pair_cover_nonnull"].mean(),
             "pair_comb": g["pair_cover_comb"].mean() if "pair_cover_comb" in g else np.nan,
+            "pair_judge": g["pair_cover_judge"].mean() if "pair_cover_judge" in g else np.nan,
+            "pair_comb_judge": g["pair_cover_comb_judge"].mean() if "pair_cover_comb_judge" in g else np.nan,
             "false_call": g["false_call"].mean(), "false_call_sign": g["false_call_sign"].mean(),
             "wrong_sign": int(g["wrong_sign_calls"].sum()),
             "max_rhat": g["max_rhat"].max(), "divergences": int(g["divergences"].sum()),
@@ -240,6 +258,7 @@ def markdown(table: pd.DataFrame) -> str:
             ("system_judge", "judge-only systems"), ("system_comb", "per-system, combined"),
             ("system_bias", "per-system bias"), ("oracle_has_1", "oracle holds 1"), ("pair", "pairs"),
             ("pair_nonnull", "non-null pairs"), ("pair_comb", "pairs, combined"),
+            ("pair_judge", "judge-only pairs"), ("pair_comb_judge", "judge-only pairs, combined"),
             ("false_call", "false calls"), ("false_call_sign", "false calls, old rule"), ("fit_s", "s / fit")]
     lines = ["| " + " | ".join(c[1] for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in table.to_dict(orient="records"):
@@ -263,6 +282,8 @@ def main(argv=None) -> int:
                    help="the judge's context effect (scores pushed from the window's mean; default 0.15, 0: none)")
     p.add_argument("--resolution", type=float, default=1.0,
                    help="the judge's score rounding step (default 1: integers; 0: no rounding)")
+    p.add_argument("--clip", type=float, default=5.0,
+                   help="end of the simulated judge's score scale (default 5: METHOD's -5..+5; large = no clipping)")
     p.add_argument("--models", nargs="+", default=["joint", "frozen"], choices=("joint", "frozen"))
     p.add_argument("--methods", nargs="+", default=["nuts", "laplace", "svi"],
                    choices=("nuts", "laplace", "svi", "block_laplace"))
@@ -270,6 +291,8 @@ def main(argv=None) -> int:
     p.add_argument("--item-sd", default=str(bayes.DEFAULT_ITEM_SD),
                    help="prior SD of the item contrasts u, v (default: rcp_jax.fit_posterior's), or 'ridge' for the "
                         "MAP ridge's 1 / sqrt(ridge NC), the prior before the sixteenth session")
+    p.add_argument("--bt-ridge", type=float, default=bradley_terry.DEFAULT_RIDGE,
+                   help="the BT ridge of fit_posterior (its prior on theta; default: METHOD's MAP ridge)")
     p.add_argument("--warmup", type=int, default=300)
     p.add_argument("--samples", type=int, default=300, help="draws per chain (NUTS) or from the guide")
     p.add_argument("--chains", type=int, default=4)
@@ -298,7 +321,7 @@ def main(argv=None) -> int:
             sim = simulate.simulate_judgements(seed, [args.docs] * args.queries, noise=args.noise,
                                                tournament_placements=args.placements,
                                                rubric_placements=args.rubric_placements, kappa=args.kappa,
-                                               resolution=args.resolution)
+                                               resolution=args.resolution, clip=args.clip)
             windows, answers = collection_tables(sim)
             run = systems_run(sim, rcp_jax.fit_bradley_terry(windows, float64=True), seed)
             for model in args.models:
