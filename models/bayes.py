@@ -19,7 +19,9 @@ Four models, each a plain function of arrays with named sample sites and plates 
   ``z ~ N(0, sd_q^2)`` is exactly the law of a centred ``N(0, sd_q^2 I)`` vector, and
   ``sd_q = 1 / sqrt(bt_ridge * total_q)`` (``total_q`` = the query's summed pair weight) is the MAP
   ridge of :func:`rcp_jax.models.bradley_terry.fit_map` on the sum scale. With ``bt_weight = 1`` the posterior
-  mode is therefore exactly the BT MAP.
+  mode is therefore exactly the BT MAP of the same ``wins``. (:func:`rcp_jax.fit_posterior` builds ``wins``
+  without the pairs tied at the end of the judge's scale, ``pair_statistics(..., scale_end=5)``: those say
+  "both at least this good", not "equal"; its mode then differs from METHOD's BT MAP where such ties exist.)
 * :func:`calibration_model` - the 2PL of METHOD section 3 with frozen BT covariates (exact by assumption)::
 
       Y_qdc ~ Binomial(trials_qdc, sigmoid(gamma_c (tau_q theta_qd + alpha_q - beta_c)))

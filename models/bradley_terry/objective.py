@@ -39,16 +39,21 @@ def _second(x: jax.Array) -> jax.Array:
     return jnp.concatenate([x[:, i + 1 :] for i in range(w - 1)], 1)
 
 
-def _window_pairs(doc_index: jax.Array, scores: jax.Array, window_query: jax.Array):
+def _window_pairs(doc_index: jax.Array, scores: jax.Array, window_query: jax.Array,
+                  scale_end: float | None = None):
     """Every within-window pair (slot i < slot j) as flat arrays of length W * w (w - 1) / 2.
 
     Returns ``(q, a, b, weight, p)``: query, the two document indices, pair weight ``2 / size`` (0 for
-    an empty slot or a padding window; indices are then 0) and the clipped soft win of a over b.
+    an empty slot or a padding window, and for a pair tied at the scale's end when ``scale_end`` is given:
+    :func:`pair_statistics`; indices are then 0) and the clipped soft win of a over b.
     """
     valid = (doc_index >= 0) & (window_query[:, None] >= 0)
     size = valid.sum(axis=1)
     weight = jnp.where(size > 1, 2.0 / jnp.maximum(size, 1), 0.0).astype(scores.dtype)
     ok = _first(valid) & _second(valid)
+    if scale_end is not None:
+        first, second = _first(scores), _second(scores)
+        ok = ok & ~((first == second) & (jnp.abs(first) >= scale_end))
     p = jnp.clip(jax.nn.sigmoid(_first(scores) - _second(scores)), LABEL_CLIP, 1.0 - LABEL_CLIP)
     pw = jnp.where(ok, weight[:, None], 0.0)
     q = jnp.where(ok, window_query[:, None], 0)
@@ -57,9 +62,10 @@ def _window_pairs(doc_index: jax.Array, scores: jax.Array, window_query: jax.Arr
     return q.ravel(), a.ravel(), b.ravel(), pw.ravel(), p.ravel()
 
 
-@partial(jax.jit, static_argnames=("n_queries", "n_docs"))
+@partial(jax.jit, static_argnames=("n_queries", "n_docs", "scale_end"))
 def pair_statistics(
-    doc_index: jax.Array, scores: jax.Array, window_query: jax.Array, *, n_queries: int, n_docs: int
+    doc_index: jax.Array, scores: jax.Array, window_query: jax.Array, *, n_queries: int, n_docs: int,
+    scale_end: float | None = None,
 ) -> jax.Array:
     """Soft win matrix of every query from its windows.
 
@@ -68,12 +74,16 @@ def pair_statistics(
         scores: float[W, w] judge scores of those documents (ignored where ``doc_index < 0``).
         window_query: int[W] query index of each window, ``0 <= q < n_queries`` (-1: padding window).
         n_queries, n_docs: output sizes Q and N.
+        scale_end: where the judge's scale ends (5 for METHOD's -5..+5), or None. Given, a pair whose two
+            scores are equal at or beyond ``+-scale_end`` is left out: the judge scored both at the end of its
+            scale, which says each is at least that good (or bad), not that they are equal (a censored pair;
+            the soft label 0.5 would pull the two together). None keeps every pair: METHOD's statistic.
 
     Returns:
         float[Q, N, N] ``wins[q, a, b]`` = sum over windows of weight x P(a beats b); the weight of a
         pair is ``2 / w`` with ``w`` the number of documents in its window.
     """
-    q, a, b, pw, p = _window_pairs(doc_index, scores, window_query)
+    q, a, b, pw, p = _window_pairs(doc_index, scores, window_query, scale_end)
     values = jnp.concatenate([pw * p, pw * (1.0 - p)])
     if n_queries * n_docs * n_docs < 2**31 - 1:
         # One scatter into the flattened statistic: XLA's CPU scatter is much faster on a 1-D target

@@ -105,6 +105,8 @@ def _check_dense_laplace(inputs: "PosteriorInputs") -> None:
             f"(`--method svi`: mean-field, linear in the documents) or 'nuts' for a collection this large"
         )
 MODELS = ("frozen", "joint", "rubric_only")
+#: End of the judge's score scale (METHOD's -5..+5): the joint model leaves out pairs tied there (:func:`fit_posterior`).
+SCALE_END = 5.0
 #: Diagnostics thresholds (warned about): the largest R-hat of gamma, beta, tau, alpha above ``RHAT_MAX``; R-hat
 #: of any gain above ``RHAT_MAX_GAIN``; bulk ESS of a parameter below ``ESS_PER_CHAIN_MIN`` per chain; any
 #: divergence. Both R-hat limits bound a maximum over many parameters, which exceeds the per-parameter rule of 1.01
@@ -132,6 +134,7 @@ class PosteriorInputs:
         passes, trials: float64[Q, N, C] rubric counts.
         uncalibrated: ids of queries with a tournament but no rubric answers (left out, never invented).
         n_components: int[Q] connected components of each query's comparison graph (1 without windows).
+        scale_end: the end of the score scale whose ties ``wins`` leaves out (None: every pair is in).
     """
 
     query_ids: list
@@ -144,6 +147,7 @@ class PosteriorInputs:
     trials: np.ndarray
     uncalibrated: list = field(default_factory=list)
     n_components: np.ndarray | None = None
+    scale_end: float | None = None
 
     @property
     def mask(self) -> np.ndarray:
@@ -186,7 +190,8 @@ def _rubric_counts(ans: pd.DataFrame, crit: list, index: dict, shape: tuple) -> 
 
 
 def prepare_inputs(bt_or_windows: pd.DataFrame | None, answers: pd.DataFrame, *, joint: bool = False,
-                   bt_ridge: float = bradley_terry.DEFAULT_RIDGE) -> PosteriorInputs:
+                   bt_ridge: float = bradley_terry.DEFAULT_RIDGE,
+                   scale_end: float | None = SCALE_END) -> PosteriorInputs:
     """Validate the tables and build :class:`PosteriorInputs`.
 
     Args:
@@ -196,6 +201,10 @@ def prepare_inputs(bt_or_windows: pd.DataFrame | None, answers: pd.DataFrame, *,
         answers: one row per rubric placement: ``query_id, doc_id, C1..CK`` (0/1).
         joint: build the soft win statistics for the joint model.
         bt_ridge: ridge of the BT MAP fitted from windows.
+        scale_end: the joint model's win statistics leave out pairs tied at ``+-scale_end``
+            (:func:`rcp_jax.models.bradley_terry.pair_statistics`) when every score lies in
+            ``[-scale_end, scale_end]`` (a judge on a wider scale has no end there); None keeps every pair. The BT
+            MAP (Stage A's scores and order) keeps every pair, as METHOD does.
 
     Raises:
         DataError: malformed tables; CalibrationError: answers for unknown documents, nothing to fit.
@@ -233,11 +242,13 @@ def prepare_inputs(bt_or_windows: pd.DataFrame | None, answers: pd.DataFrame, *,
         window_query[w_codes] = ws["_q"].to_numpy()
         fit = bradley_terry.fit_windows(doc_index, scores, window_query, n_docs, ridge=bt_ridge, dtype=jnp.float64)
         wins = None
+        if scale_end is not None and np.abs(scores).max() > scale_end:
+            scale_end = None  # scores beyond the end: the judge's scale is not METHOD's, so nothing is censored
         if joint:
             with jax.enable_x64(True):
                 wins = np.asarray(bradley_terry.pair_statistics(
                     jax.device_put(doc_index), jax.device_put(scores), jax.device_put(window_query),
-                    n_queries=len(query_ids), n_docs=doc_ids.shape[1],
+                    n_queries=len(query_ids), n_docs=doc_ids.shape[1], scale_end=scale_end,
                 ), dtype=np.float32)
         theta, n_comp = fit.theta, fit.n_components
     elif {"theta"} <= cols:
@@ -287,7 +298,8 @@ def prepare_inputs(bt_or_windows: pd.DataFrame | None, answers: pd.DataFrame, *,
             f"({broken[:5]}); the relative level of its components is set by the prior alone",
             stacklevel=3,
         )
-    return PosteriorInputs(query_ids, doc_ids, n_docs, crit, theta, wins, passes, trials, uncal, n_comp)
+    return PosteriorInputs(query_ids, doc_ids, n_docs, crit, theta, wins, passes, trials, uncal, n_comp,
+                           scale_end if wins is not None else None)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -588,6 +600,7 @@ def fit_posterior(
     ridge: float = irt.DEFAULT_RIDGE,
     bt_ridge: float = bradley_terry.DEFAULT_RIDGE,
     bt_weight: float = bayes.DEFAULT_BT_WEIGHT,
+    scale_end: float | None = SCALE_END,
     item_sd: float | None = bayes.DEFAULT_ITEM_SD,
     num_warmup: int = 1000,
     num_samples: int = 500,
@@ -630,6 +643,11 @@ def fit_posterior(
             ``benchmarks/RESULTS.md``); the posterior's mode is then the reference MAP.
         bt_ridge, bt_weight: BT prior ridge and pseudo-likelihood weight (joint model; see
             :mod:`rcp_jax.models.bayes`).
+        scale_end: end of the judge's score scale (default :data:`SCALE_END`, METHOD's -5..+5). The joint model
+            leaves out a window's pairs whose two scores are equal at that end: both documents are at least that
+            good (or bad), which a soft label of 0.5 would read as "equal". None keeps every pair (a judge on
+            another scale, or METHOD's statistic exactly; the posterior's mode is then the BT MAP). Stage A's
+            scores and order are METHOD's either way.
         num_warmup, num_samples, num_chains, thinning, target_accept: NUTS settings (chains run
             one after another on a CPU, vectorised on an accelerator, in parallel when ``rcp-jax
             --host-devices`` gives enough devices: :func:`rcp_jax.models.inference.default_chain_method`).
@@ -679,7 +697,7 @@ def fit_posterior(
         raise DataError(f"item_sd must be a positive prior SD (or None for the MAP ridge's prior), got {item_sd}")
     if warn and model == "frozen" and method != "map":
         warnings.warn(FROZEN_NOTE, FrozenModelWarning, stacklevel=2)
-    inputs = prepare_inputs(bt_or_windows, answers, joint=model == "joint", bt_ridge=bt_ridge)
+    inputs = prepare_inputs(bt_or_windows, answers, joint=model == "joint", bt_ridge=bt_ridge, scale_end=scale_end)
     method, choice = large.choose_method(method, model, int(inputs.n_docs.sum()))
     if method == "block_laplace" and model != "joint":
         raise DataError(f"method 'block_laplace' approximates the joint model; the {model} model takes nuts, svi or "
@@ -753,6 +771,7 @@ def fit_posterior(
                 "item_sd": None if method == "map" or model == "rubric_only" else item_sd}
     if model == "joint":
         settings["joint_param"] = kwargs["param"]
+        settings["scale_end"] = inputs.scale_end
     if requested == "auto":
         settings["auto"] = choice
     post = _assemble(inputs, draws, model=model, method=method, ci_prob=ci_prob, settings=settings,
