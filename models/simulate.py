@@ -10,8 +10,9 @@ calibrated ability of METHOD section 3, so the true gain of a document is ``gain
   with a query-specific decisiveness ``d_j`` (so raw BT scales differ between queries: BT recovers
   ``d_j * r`` up to a constant), a query-specific shift (pushes scores against the clip), a context
   effect ``kappa`` (documents look better beside weaker ones and worse beside stronger ones) and noise
-  ``eps ~ N(0, noise^2)``, clipped to the judge's scale ``[-c, c]`` (``c = 5``, METHOD's -5..+5). The exact calibration of BT scores is then ``tau_j = 1 / d_j`` and
-  ``alpha_j = mean_j(r)`` up to the context effect and clipping.
+  ``eps ~ N(0, noise^2)``, clipped to the judge's scale ``[-c, c]`` (``c = 5``: METHOD's -5..+5). The exact
+  calibration of BT scores is then ``tau_j = 1 / d_j`` and ``alpha_j = mean_j(r)`` up to the context effect and
+  clipping.
 * **Stage B** (rubric). Each criterion answer of a placement is Bernoulli with
   ``P(yes) = sigmoid(gamma_c (r_i - beta_c))`` - a 2PL with chosen item parameters.
 

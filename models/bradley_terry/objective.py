@@ -51,10 +51,10 @@ def _window_pairs(doc_index: jax.Array, scores: jax.Array, window_query: jax.Arr
     size = valid.sum(axis=1)
     weight = jnp.where(size > 1, 2.0 / jnp.maximum(size, 1), 0.0).astype(scores.dtype)
     ok = _first(valid) & _second(valid)
+    first, second = _first(scores), _second(scores)
     if scale_end is not None:
-        first, second = _first(scores), _second(scores)
         ok = ok & ~((first == second) & (jnp.abs(first) >= scale_end))
-    p = jnp.clip(jax.nn.sigmoid(_first(scores) - _second(scores)), LABEL_CLIP, 1.0 - LABEL_CLIP)
+    p = jnp.clip(jax.nn.sigmoid(first - second), LABEL_CLIP, 1.0 - LABEL_CLIP)
     pw = jnp.where(ok, weight[:, None], 0.0)
     q = jnp.where(ok, window_query[:, None], 0)
     a = jnp.where(ok, _first(doc_index), 0)

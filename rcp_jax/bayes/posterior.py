@@ -105,7 +105,8 @@ def _check_dense_laplace(inputs: "PosteriorInputs") -> None:
             f"(`--method svi`: mean-field, linear in the documents) or 'nuts' for a collection this large"
         )
 MODELS = ("frozen", "joint", "rubric_only")
-#: End of the judge's score scale (METHOD's -5..+5): the joint model leaves out pairs tied there (:func:`fit_posterior`).
+#: End of the judge's score scale (METHOD's -5..+5): the joint model leaves out pairs tied there
+#: (:func:`fit_posterior`).
 SCALE_END = 5.0
 #: Diagnostics thresholds (warned about): the largest R-hat of gamma, beta, tau, alpha above ``RHAT_MAX``; R-hat
 #: of any gain above ``RHAT_MAX_GAIN``; bulk ESS of a parameter below ``ESS_PER_CHAIN_MIN`` per chain; any
