@@ -172,12 +172,12 @@ def evaluate_fit(post, sim, run: pd.DataFrame, *, n_bootstrap: int, seed: int) -
     p_in = (p["cal_lo"] <= p["true"]) & (p["true"] <= p["cal_hi"])
     rec["pair_cover"] = float(p_in.mean())
     rec["pair_cover_nonnull"] = float(p_in[~is_null].mean())
-    rec["pair_cover_comb"] = float(((p["lo"] <= p["true"]) & (p["true"] <= p["hi"])).mean())
+    comb_in = (p["lo"] <= p["true"]) & (p["true"] <= p["hi"])
+    rec["pair_cover_comb"] = float(comb_in.mean())
     rec["pair_width"] = float((p["cal_hi"] - p["cal_lo"]).mean())
     # pairs of rankers built from the judge's data only (stage_a, judge_mid, judge_weak): the quantities a posterior
     # of the judge's answers is calibrated for (module docstring); the other pairs hold a ranker that saw the truth
     judge_only = np.array([a in JUDGE_ONLY and b in JUDGE_ONLY for a, b in zip(p["system_a"], p["system_b"])])
-    comb_in = (p["lo"] <= p["true"]) & (p["true"] <= p["hi"])
     rec["pair_cover_judge"] = float(p_in[judge_only].mean())
     rec["pair_cover_comb_judge"] = float(comb_in[judge_only].mean())
     rec["null_calls"] = [str(c) for c in p.loc[is_null, "call"]]

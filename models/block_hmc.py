@@ -8,9 +8,9 @@ HMC kernel (a fixed number of leapfrog steps, one step size per row tuned in war
 :data:`TARGET_ACCEPT`, the step jittered by +-:data:`STEP_JITTER`) serves every query, vmapped over rows.
 
 Used twice: for the items' exact marginal gradient on a sample of queries when the blocks stay Gaussian
-(:mod:`rcp_jax.models.item_score`, Fisher's identity) and for the exact draws of every query's block (:func:`sample_blocks`), which replace the
-per-query Gaussian where a query's posterior is skewed (documents with few informative answers, a scale near
-its floor).
+(:mod:`rcp_jax.models.item_score`, Fisher's identity) and for the exact draws of every query's block
+(:func:`sample_blocks`), which replace the per-query Gaussian where a query's posterior is skewed (documents with
+few informative answers, a scale near its floor).
 
 Shapes: B rows (a row is one chain of one query), M = N + 1, G = 2 (C - 1), S kept draws per chain.
 """

@@ -259,9 +259,10 @@ def exact_block_draws(fit, data, *, num_samples: int, seed: int, devices=None, p
 
     Returns:
         ``x`` float32[num_samples, Q, M] (the chains' draws one chain after the other; popped by the caller),
-        ``chains_x`` (the same draws as float32[chains, S, Q, M], for the items' exact gradient), ``max_rhat`` (the largest per-query rank R-hat of a block coordinate
-        over the queries), ``rhat_rows`` (the queries whose R-hat exceeds :data:`BLOCK_RHAT_MAX`, int list),
-        ``min_accept`` (the lowest mean acceptance rate of a query), ``chains``, ``draws_per_chain`` and ``wall_s``.
+        ``chains_x`` (the same draws as float32[chains, S, Q, M], for the items' exact gradient), ``max_rhat``
+        (the largest per-query rank R-hat of a block coordinate over the queries), ``rhat_rows`` (the queries
+        whose R-hat exceeds :data:`BLOCK_RHAT_MAX`, int list), ``min_accept`` (the lowest mean acceptance rate
+        of a query), ``chains``, ``draws_per_chain`` and ``wall_s``.
     """
     from rcp_jax.bayes.diagnostics import rank_rhat
     from rcp_jax.models import block_hmc

@@ -105,8 +105,8 @@ def _check_dense_laplace(inputs: "PosteriorInputs") -> None:
             f"(`--method svi`: mean-field, linear in the documents) or 'nuts' for a collection this large"
         )
 MODELS = ("frozen", "joint", "rubric_only")
-#: End of the judge's score scale (METHOD's -5..+5): the joint model leaves out pairs tied there
-#: (:func:`fit_posterior`).
+#: End of the judge's score scale (METHOD's -5..+5; the judging layer validates the same range, which this layer may
+#: not import: ARCHITECTURE.md): the joint model leaves out pairs tied there (:func:`fit_posterior`).
 SCALE_END = 5.0
 #: Diagnostics thresholds (warned about): the largest R-hat of gamma, beta, tau, alpha above ``RHAT_MAX``; R-hat
 #: of any gain above ``RHAT_MAX_GAIN``; bulk ESS of a parameter below ``ESS_PER_CHAIN_MIN`` per chain; any
@@ -627,8 +627,9 @@ def fit_posterior(
         method: ``auto`` (default: ``nuts`` up to :data:`rcp_jax.bayes.large.AUTO_NUTS_MAX_DOCS` documents, above
             that ``block_laplace`` for the joint model and ``svi`` for the rubric-only one; the choice and its reason
             in ``settings["auto"]``), ``nuts``, ``block_laplace`` (the joint model factored per query at its mode:
-            the items Gaussian, each query's block by HMC given them, :mod:`rcp_jax.bayes.large`; any size), ``svi`` (AutoNormal; very large query sets), ``laplace``
-            (AutoLaplaceApproximation) or ``map`` (one "draw" at the posterior mode, no uncertainty).
+            the items Gaussian, each query's block by HMC given them, :mod:`rcp_jax.bayes.large`; any size), ``svi``
+            (AutoNormal; very large query sets), ``laplace`` (AutoLaplaceApproximation) or ``map`` (one "draw" at the
+            posterior mode, no uncertainty).
         model: ``joint`` (default with window scores, except for ``method="map"``: its gain intervals
             cover at their nominal rate on noisy tournaments), ``frozen`` (default with BT scores, which
             the joint model cannot use, and for ``method="map"``: the point calibration of
